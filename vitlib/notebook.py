@@ -1,0 +1,72 @@
+"""Papermill parameters, checked: an unknown name or a wrongly typed value stops the notebook with a clear error.
+
+Papermill only warns about a parameter the notebook does not declare and injects any value it is given. Call
+`check_parameters(In, globals())` in the cell right after the `parameters` cell: it reads the declarations
+(`name: type = default  # help`) from that cell's source and the names papermill injected (the cell that starts
+with '# Parameters'), and returns the parameters as a dict.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": tuple}
+
+
+class ParameterError(ValueError):
+    """A papermill parameter the notebook does not declare, or a value of the wrong type."""
+
+
+def declared_parameters(source: str) -> dict[str, type | None]:
+    """Names and annotated types declared in a parameters cell (`name: type = value`)."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            ann = ast.unparse(node.annotation)
+            out[node.target.id] = _TYPES.get(ann.split("[")[0].split("|")[0].strip())
+        elif isinstance(node, ast.Assign):
+            out.update({t.id: None for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def assigned_names(source: str) -> list[str]:
+    return [t.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+
+
+def _type_ok(value, expected: type) -> bool:
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected is list:
+        return isinstance(value, (list, tuple))
+    return isinstance(value, expected)
+
+
+def check_parameters(history: list[str], namespace: dict) -> dict:
+    """Check the parameters of this run; `history` is IPython's `In`, `namespace` the notebook's `globals()`."""
+    cells = [c for c in history if c.strip()]
+    # cells[-1] is the cell calling this; before it, papermill's injected cell (if any), before that the parameters cell
+    injected = cells[-2] if len(cells) >= 2 and cells[-2].lstrip().startswith("# Parameters") else None
+    params_src = cells[-3] if injected is not None else (cells[-2] if len(cells) >= 2 else "")
+    try:
+        declared = declared_parameters(params_src)
+    except SyntaxError:
+        declared = {}
+    if not declared:
+        raise ParameterError("run the notebook's parameters cell right before this cell (it declares `name: type = value`).")
+    for name in assigned_names(injected) if injected else []:
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ParameterError(f"unknown parameter {name!r}.{hint} This notebook's parameters are: "
+                                 + ", ".join(f"{n} ({t.__name__ if t else 'any'})" for n, t in declared.items())
+                                 + ". See them with: papermill --help-notebook <notebook>.")
+    for name, expected in declared.items():
+        value = namespace.get(name)
+        if expected is not None and not _type_ok(value, expected):
+            raise ParameterError(f"parameter {name!r} must be of type {expected.__name__}, got {value!r} "
+                                 f"({type(value).__name__}). With papermill: -p {name} <value> (numbers are parsed), "
+                                 f"or -r {name} <value> for a raw string.")
+    return {name: namespace[name] for name in declared}
