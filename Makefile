@@ -1,0 +1,43 @@
+# The course in two commands: `make course` runs every notebook on the bundled data, `make test` runs all tests.
+# Both create the environment (.venv, pip) first when it is missing or pyproject.toml changed.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch first, pinned: these wheels lie on the course machines' disk (override for another build, e.g. a CPU one)
+TORCH ?= torch==2.14.1 torchvision==0.29.1
+KERNEL ?= vit-course
+STAMP := $(VENV)/.installed
+
+.PHONY: setup course test lab clean-venv full-fashion-mnist
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make course   set up if needed, then run every notebook with papermill (executed copies under runs/)"
+	@echo "make test     set up if needed, then pytest on vitlib and nbval on every notebook"
+	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
+	@echo "make setup    create $(VENV) and register the kernel"
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (ViT course)" >/dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+course: setup
+	$(PY) scripts/run_course.py
+
+test: setup
+	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q
+
+lab: setup
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+# The full Fashion-MNIST from Debian (needs root), for scripts/make_fashion_mnist_mini.py and the bigger presets.
+full-fashion-mnist:
+	apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist
+
+clean-venv:
+	rm -rf $(VENV)
