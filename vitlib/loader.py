@@ -1,0 +1,151 @@
+"""Batches for training and evaluation, with the augmentation presets.
+
+`TensorLoader` serves an in-memory `TensorSplit` (the fast path: one index per batch, on the GPU when there is one);
+`FolderLoader` serves a torchvision dataset of image files through a multi-worker DataLoader. Both give the same
+batches for the same (seed, epoch, step), shard a global batch across DDP ranks, and can start mid-epoch (resume).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+import torchvision.transforms.v2 as T
+
+from .datasets import TensorSplit
+
+AUGMENTATIONS = ("none", "crop-flip", "randaugment")
+
+
+def check_augment(augment: str) -> str:
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"unknown augmentation {augment!r}: choose one of {', '.join(AUGMENTATIONS)} "
+                         f"(mixup/cutmix are separate options, label smoothing belongs to the loss).")
+    return augment
+
+
+def batch_seed(seed: int, epoch: int, step: int) -> int:
+    """One seed per (run seed, epoch, step): augmentation is reproducible and independent of where a run resumed."""
+    return (seed * 1_000_003 + epoch) * 1_000_033 + step
+
+
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int) -> torch.Tensor:
+    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised."""
+    b, _, h, w = images.shape
+    padded = F.pad(images, (pad, pad, pad, pad))
+    dy = torch.randint(0, 2 * pad + 1, (b, 1), generator=generator).to(images.device)
+    dx = torch.randint(0, 2 * pad + 1, (b, 1), generator=generator).to(images.device)
+    flip = torch.rand(b, 1, generator=generator).to(images.device) < 0.5
+    rows = torch.arange(h, device=images.device)[None] + dy                       # (B, H)
+    cols = torch.arange(w, device=images.device)[None].expand(b, w)
+    cols = torch.where(flip, w - 1 - cols, cols) + dx                             # (B, W)
+    idx = torch.arange(b, device=images.device)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[idx, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+class TensorLoader:
+    """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`."""
+
+    def __init__(self, split: TensorSplit, batch_size: int, mean, std, shuffle: bool = False, augment: str = "none",
+                 seed: int = 0, drop_last: bool = False, device: str | torch.device = "cpu", rank: int = 0,
+                 world_size: int = 1):
+        if batch_size % world_size:
+            raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
+        self.split = split.to(device)
+        self.batch_size, self.shuffle, self.augment, self.seed = batch_size, shuffle, check_augment(augment), seed
+        self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
+        self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1) * 255
+        self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1) * 255
+        self._randaugment = T.RandAugment()
+
+    def __len__(self) -> int:
+        n = len(self.split)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def order(self, epoch: int) -> torch.Tensor:
+        n = len(self.split)
+        if not self.shuffle:
+            return torch.arange(n, device=self.device)
+        g = torch.Generator().manual_seed(self.seed * 7919 + epoch)
+        return torch.randperm(n, generator=g).to(self.device)
+
+    def batch(self, order: torch.Tensor, epoch: int, step: int):
+        idx = order[step * self.batch_size:(step + 1) * self.batch_size]
+        idx = idx.tensor_split(self.world_size)[self.rank] if self.world_size > 1 else idx
+        images, labels = self.split.images[idx], self.split.labels[idx]
+        if self.augment != "none":
+            g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
+            if self.augment == "randaugment":
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(batch_seed(self.seed, epoch, step))
+                    images = torch.stack([self._randaugment(im) for im in images])
+            images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8))
+        return (images.float() - self.mean) / self.std, labels
+
+    def epoch(self, epoch: int = 0, start: int = 0):
+        """Iterate over the batches of `epoch`, from step `start` on."""
+        order = self.order(epoch)
+        for step in range(start, len(self)):
+            yield self.batch(order, epoch, step)
+
+
+def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> T.Compose:
+    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) for training, resize + centre crop otherwise."""
+    if train and augment != "none":
+        ops = [T.RandomResizedCrop(image_size, antialias=True), T.RandomHorizontalFlip()]
+        ops += [T.RandAugment()] if augment == "randaugment" else []
+    else:
+        ops = [T.Resize(int(image_size * 1.14), antialias=True), T.CenterCrop(image_size)]
+    return T.Compose([T.ToImage(), *ops, T.ToDtype(torch.float32, scale=True), T.Normalize(mean, std)])
+
+
+class FolderLoader(TensorLoader):
+    """Batches of a torchvision image dataset read by DataLoader workers; same order and sharding as TensorLoader."""
+
+    def __init__(self, dataset, image_size: int, batch_size: int, mean, std, shuffle: bool = False,
+                 augment: str = "none", seed: int = 0, drop_last: bool = False, device="cpu", rank: int = 0,
+                 world_size: int = 1, num_workers: int = 4):
+        if batch_size % world_size:
+            raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
+        self.dataset, self.batch_size, self.shuffle, self.seed = dataset, batch_size, shuffle, seed
+        self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
+        self.num_workers, self.transform = num_workers, folder_transforms(image_size, mean, std, shuffle, check_augment(augment))
+
+    def __len__(self) -> int:
+        n = len(self.dataset)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def _item(self, i):
+        image, label = self.dataset[i]
+        return self.transform(image), label
+
+    def epoch(self, epoch: int = 0, start: int = 0):
+        n = len(self.dataset)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch)) if self.shuffle else torch.arange(n)
+        steps = range(start, len(self))
+        mine = [order[s * self.batch_size:(s + 1) * self.batch_size].tensor_split(self.world_size)[self.rank] for s in steps]
+        loader = torch.utils.data.DataLoader(
+            _MapDataset(self._item), batch_sampler=_Batches([m.tolist() for m in mine]), num_workers=self.num_workers,
+            pin_memory=self.device.type == "cuda",
+            generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)))
+        for images, labels in loader:
+            yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+
+
+class _MapDataset(torch.utils.data.Dataset):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __getitem__(self, i):
+        return self.fn(i)
+
+
+class _Batches(torch.utils.data.Sampler):
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def __len__(self):
+        return len(self.batches)

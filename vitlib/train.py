@@ -1,0 +1,495 @@
+"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP).
+
+    from vitlib.train import TrainConfig, train
+    result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
+
+    python -m vitlib.train --dataset fashion-mnist-mini --model ViT-Micro/4 --epochs 3 --out runs/first [--resume]
+    torchrun --nproc_per_node=8 -m vitlib.train --dataset imagefolder:/data/imagenet --model ViT-B/16 ...
+
+The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
+then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.checkpoint`) hold everything
+needed to continue exactly: on the CPU a resumed run ends with the same weights, bit for bit, as an uninterrupted one.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import __version__
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .cnn import create_cnn, is_cnn_name
+from .datasets import Dataset, TensorSplit, get_dataset
+from .loader import AUGMENTATIONS, FolderLoader, TensorLoader, batch_seed
+from .model import create_model
+
+
+@dataclass
+class TrainConfig:
+    """Every option of a run; `python -m vitlib.train --help` lists them with these defaults."""
+    dataset: str = "fashion-mnist-mini"
+    model: str = "ViT-Micro/4"
+    out: str | None = None
+    epochs: int = 10
+    batch_size: int = 128
+    lr: float = 1e-3
+    min_lr: float = 1e-5
+    weight_decay: float = 0.05
+    beta1: float = 0.9
+    beta2: float = 0.999
+    warmup_epochs: float = 1.0
+    schedule: str = "cosine"
+    grad_clip: float = 1.0
+    label_smoothing: float = 0.0
+    augment: str = "none"
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    ema: float = 0.0
+    precision: str = "auto"
+    compile: bool = False
+    device: str = "auto"
+    seed: int = 0
+    subset: float | None = None
+    val_fraction: float = 0.1
+    image_size: int | None = None
+    data_root: str | None = None
+    download: bool = False
+    num_workers: int = 4
+    pos_embed: str | None = None
+    pool: str | None = None
+    dropout: float | None = None
+    drop_path: float | None = None
+    head: str = "linear"
+    fused_attention: bool = True
+    checkpoint_every: int = 0
+    resume: bool = False
+    time_budget: float = 0.0
+    log_every: int = 20
+    eval_test: bool = True
+    progress: bool = True
+
+
+HELP = {
+    "dataset": "data set name (vitlib.datasets.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
+               "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
+    "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
+    "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
+    "epochs": "passes over the training set", "batch_size": "global batch size (split across processes)",
+    "lr": "peak learning rate", "min_lr": "learning rate at the end of the decay",
+    "weight_decay": "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)",
+    "beta1": "Adam beta1", "beta2": "Adam beta2", "warmup_epochs": "linear warm-up length in epochs (may be fractional)",
+    "schedule": "decay after warm-up: cosine, linear or constant", "grad_clip": "clip the global gradient norm (0: off)",
+    "label_smoothing": "label smoothing of the cross-entropy", "augment": f"augmentation preset: {', '.join(AUGMENTATIONS)}",
+    "mixup": "mixup alpha (0: off)", "cutmix": "cutmix alpha (0: off); with both, one of the two per batch",
+    "ema": "decay of an exponential moving average of the weights, evaluated instead of the weights (0: off)",
+    "precision": "fp32, bf16, fp16 or auto (bf16 on a GPU that has it, else fp32)",
+    "compile": "torch.compile the model", "device": "cpu, cuda, cuda:N or auto", "seed": "fixes init, data order and augmentation",
+    "subset": "keep a stratified part of the training set: a fraction <= 1 or a count",
+    "val_fraction": "stratified fraction of the training set held out for validation",
+    "image_size": "resize images to this side (default: the data set's own)", "data_root": "where data sets are (default data/cache or $VITLIB_DATA_DIR)",
+    "download": "download the data set if it is missing (needs internet)", "num_workers": "DataLoader workers for folders of images",
+    "pos_embed": "position embedding: learned, none, learned2d, sincos2d, relative", "pool": "cls or gap",
+    "dropout": "dropout rate in the encoder", "drop_path": "stochastic depth rate (deepest block)",
+    "head": "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)",
+    "fused_attention": "F.scaled_dot_product_attention (off: the written-out softmax)",
+    "checkpoint_every": "also checkpoint every N steps (0: at epoch ends only)", "resume": "continue from out/checkpoint.safetensors",
+    "time_budget": "stop cleanly after this many minutes and save (0: no limit)", "log_every": "steps between progress updates",
+    "eval_test": "evaluate on the test set at the end", "progress": "show tqdm progress bars",
+}
+SCHEDULES, PRECISIONS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16", "fp16")
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@dataclass
+class Result:
+    model: nn.Module
+    history: list[dict] = field(default_factory=list)    # one row per epoch
+    steps: list[dict] = field(default_factory=list)      # one row per log interval
+    test: dict | None = None
+    out: Path | None = None
+    stopped: str = "done"
+
+    @property
+    def final(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+
+# ------------------------------------------------------------------------------------------------------- pieces
+def check_config(cfg: TrainConfig) -> None:
+    for name, allowed in (("schedule", SCHEDULES), ("precision", PRECISIONS), ("augment", AUGMENTATIONS),
+                          ("head", ("linear", "mlp"))):
+        if getattr(cfg, name) not in allowed:
+            raise ValueError(f"unknown {name} {getattr(cfg, name)!r}: choose one of {', '.join(allowed)}.")
+    for name in ("epochs", "batch_size"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(cfg, name)}.")
+    if cfg.lr <= 0:
+        raise ValueError(f"lr must be positive, got {cfg.lr}.")
+    if cfg.resume and not cfg.out:
+        raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")
+
+
+def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
+    """The model named by cfg.model, sized for the data set."""
+    if is_cnn_name(cfg.model):
+        return create_cnn(cfg.model, data.num_classes, data.in_channels)
+    extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
+    if cfg.head == "mlp":
+        extra["head_hidden"] = None  # set below once the width is known
+    model = create_model(cfg.model, num_classes=data.num_classes, image_size=data.image_size,
+                         in_channels=data.in_channels, fused=cfg.fused_attention,
+                         **{k: v for k, v in extra.items() if k != "head_hidden"})
+    if cfg.head == "mlp":
+        model = create_model(cfg.model, num_classes=data.num_classes, image_size=data.image_size,
+                             in_channels=data.in_channels, fused=cfg.fused_attention, head_hidden=model.config["dim"],
+                             **{k: v for k, v in extra.items() if k != "head_hidden"})
+    return model
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only: not on biases, norms, position embeddings or the [class] token."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim <= 1 or "pos_embed" in name or "cls_token" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_lambda(cfg: TrainConfig, total_steps: int, warmup_steps: int):
+    """Linear warm-up to lr, then cosine / linear decay to min_lr (as a factor of lr)."""
+    floor = cfg.min_lr / cfg.lr
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        t = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+        if cfg.schedule == "cosine":
+            return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(t, 1.0)))
+        if cfg.schedule == "linear":
+            return floor + (1 - floor) * max(0.0, 1 - t)
+        return 1.0
+    return factor
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but no CUDA GPU is available: use device='cpu'.")
+    return torch.device(device)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def make_loader(split, data: Dataset, cfg: TrainConfig, train: bool, device, rank: int = 0, world: int = 1):
+    kw = dict(batch_size=cfg.batch_size, mean=data.mean, std=data.std, shuffle=train,
+              augment=cfg.augment if train else "none", seed=cfg.seed, drop_last=train, device=device,
+              rank=rank, world_size=world)
+    if isinstance(split, TensorSplit):
+        return TensorLoader(split, **kw)
+    return FolderLoader(split, data.image_size, num_workers=cfg.num_workers, **kw)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader, dtype: torch.dtype | None = None, return_predictions: bool = False):
+    """Mean loss and accuracy over a loader (all processes' shares summed under DDP)."""
+    model.eval()
+    device = loader.device
+    totals = torch.zeros(3, device=device, dtype=torch.float64)  # loss sum, correct, count
+    preds, labels = [], []
+    for images, y in loader.epoch(0):
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            logits = model(images)
+        logits = logits.float()
+        totals += torch.stack([F.cross_entropy(logits, y, reduction="sum").double(),
+                               (logits.argmax(1) == y).sum().double(), torch.tensor(len(y), device=device, dtype=torch.float64)])
+        if return_predictions:
+            preds.append(logits.argmax(1).cpu())
+            labels.append(y.cpu())
+    if dist.is_initialized():
+        dist.all_reduce(totals)
+    loss, correct, count = totals.tolist()
+    out = {"loss": loss / max(count, 1), "acc": correct / max(count, 1), "n": int(count)}
+    if return_predictions:
+        out["predictions"], out["labels"] = torch.cat(preds), torch.cat(labels)
+    return out
+
+
+def _mixer(cfg: TrainConfig, num_classes: int):
+    import torchvision.transforms.v2 as T
+    ops = ([T.MixUp(alpha=cfg.mixup, num_classes=num_classes)] if cfg.mixup > 0 else []) + \
+          ([T.CutMix(alpha=cfg.cutmix, num_classes=num_classes)] if cfg.cutmix > 0 else [])
+    return T.RandomChoice(ops) if len(ops) > 1 else (ops[0] if ops else None)
+
+
+class _Logs:
+    """Metrics history: CSV (per epoch and per log interval) and JSON in out/, TensorBoard when it is installed."""
+
+    def __init__(self, out: Path | None, steps: list[dict], history: list[dict], enabled: bool):
+        self.out, self.steps, self.history, self.tb = out, steps, history, None
+        if out is not None and enabled:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self.tb = SummaryWriter(str(out / "tensorboard"))
+            except Exception:  # tensorboard not installed
+                self.tb = None
+
+    def step(self, row: dict) -> None:
+        self.steps.append(row)
+        if self.tb:
+            for k, v in row.items():
+                if k != "step":
+                    self.tb.add_scalar(f"train/{k}", v, row["step"])
+
+    def epoch(self, row: dict) -> None:
+        self.history.append(row)
+        if self.tb:
+            for k, v in row.items():
+                if k not in ("epoch", "step"):
+                    self.tb.add_scalar(f"epoch/{k}", v, row["step"])
+        self.flush()
+
+    def flush(self) -> None:
+        if self.out is None:
+            return
+        for name, rows in (("metrics.csv", self.history), ("steps.csv", self.steps)):
+            if rows:
+                keys = list(dict.fromkeys(k for r in rows for k in r))
+                with open(self.out / name, "w", newline="") as f:
+                    w = csv.DictWriter(f, keys)
+                    w.writeheader()
+                    w.writerows(rows)
+
+
+def _setup_distributed() -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group under torchrun."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
+    return 0, 1, 0
+
+
+# --------------------------------------------------------------------------------------------------- the loop
+def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None = None) -> Result:
+    """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result."""
+    check_config(cfg)
+    rank, world, local_rank = _setup_distributed()
+    device = resolve_device(cfg.device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    out = Path(cfg.out) if cfg.out else None
+    ckpt_path = out / "checkpoint.safetensors" if out else None
+    if ckpt_path is not None and ckpt_path.exists() and not cfg.resume:
+        raise FileExistsError(f"{ckpt_path} already exists: pass resume=True (--resume) to continue that run, or choose "
+                              f"another output folder. Nothing was overwritten.")
+    if cfg.resume and not ckpt_path.exists():
+        raise FileNotFoundError(f"resume asked for, but there is no checkpoint at {ckpt_path}.")
+
+    torch.manual_seed(cfg.seed)
+    data = data or get_dataset(cfg.dataset, root=cfg.data_root, download=cfg.download, val_fraction=cfg.val_fraction,
+                               subset=cfg.subset, image_size=cfg.image_size, seed=cfg.seed)
+    model = (model or build_model(cfg, data)).to(device)
+    model_config = dict(getattr(model, "config", {}), kind=type(model).__name__)
+    train_loader = make_loader(data.train, data, cfg, True, device, rank, world)
+    eval_loaders = {name: make_loader(split, data, cfg, False, device, rank, world)
+                    for name, split in (("val", data.val), ("test", data.test)) if split is not None}
+    steps_per_epoch = len(train_loader)
+    if steps_per_epoch == 0:
+        raise ValueError(f"the training set ({len(data.train)} images) is smaller than one batch ({cfg.batch_size}): "
+                         f"lower batch_size.")
+    total_steps = cfg.epochs * steps_per_epoch
+    warmup_steps = max(1, round(cfg.warmup_epochs * steps_per_epoch))
+
+    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                                  fused=device.type == "cuda")
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, total_steps, warmup_steps))
+    ema = None
+    if cfg.ema > 0:
+        ema = torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(cfg.ema))
+    dtype = autocast_dtype(cfg.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+    mixer = _mixer(cfg, data.num_classes)
+
+    result = Result(model=model, out=out)
+    start_epoch = start_step = 0
+    if cfg.resume:
+        meta = load_checkpoint(ckpt_path, model, optimizer, scheduler, ema, model_config=model_config)
+        start_epoch, start_step = meta["progress"]["epoch"], meta["progress"]["step_in_epoch"]
+        result.history, result.steps = meta.get("history", []), meta.get("steps", [])
+    if out is not None and rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"train": dataclasses.asdict(cfg), "model": model_config,
+                                                     "data": repr(data), "vitlib": __version__,
+                                                     "torch": torch.__version__}, indent=2))
+    logs = _Logs(out if rank == 0 else None, result.steps, result.history, enabled=True)
+
+    net = model
+    if world > 1:
+        net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    step_fn = torch.compile(net) if cfg.compile else net
+
+    def checkpoint(epoch: int, step_in_epoch: int) -> None:
+        if ckpt_path is not None and rank == 0:
+            save_checkpoint(ckpt_path, model, optimizer, scheduler, ema,
+                            progress={"epoch": epoch, "step_in_epoch": step_in_epoch,
+                                      "global_step": epoch * steps_per_epoch + step_in_epoch},
+                            meta={"model_config": model_config, "config": dataclasses.asdict(cfg),
+                                  "history": result.history, "steps": result.steps, "vitlib": __version__})
+
+    started = time.perf_counter()
+    show = cfg.progress and rank == 0
+    for epoch in range(start_epoch, cfg.epochs):
+        net.train()
+        first = start_step if epoch == start_epoch else 0
+        sums = torch.zeros(3, device=device, dtype=torch.float64)    # loss sum, correct, count: no sync per step
+        bad_step = torch.full((), -1, device=device, dtype=torch.long)
+        bar = tqdm(total=steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show,
+                   leave=True, dynamic_ncols=True, unit="step")
+        t_log, n_log = time.perf_counter(), 0
+        stop = None
+        for i, (images, labels) in enumerate(train_loader.epoch(epoch, first), start=first):
+            step = epoch * steps_per_epoch + i
+            targets = labels
+            if mixer is not None:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(batch_seed(cfg.seed + 1, epoch, i))
+                    images, targets = mixer(images, labels)
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                logits = step_fn(images)
+            loss = F.cross_entropy(logits.float(), targets, label_smoothing=cfg.label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            if cfg.grad_clip > 0:
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            if ema is not None:
+                ema.update_parameters(model)
+            with torch.no_grad():
+                hard = targets.argmax(1) if targets.ndim == 2 else targets
+                sums += torch.stack([loss.detach().double() * len(labels), (logits.argmax(1) == hard).sum().double(),
+                                     torch.tensor(len(labels), device=device, dtype=torch.float64)])
+                bad_step = torch.where((bad_step < 0) & ~torch.isfinite(loss.detach()), torch.tensor(step, device=device), bad_step)
+            n_log += len(labels) * world
+            last = i + 1 == steps_per_epoch
+            if (i + 1) % cfg.log_every == 0 or last:
+                if int(bad_step) >= 0:  # the only sync, once per log interval
+                    where = f"the last good checkpoint is {ckpt_path}" if ckpt_path and ckpt_path.exists() else "no checkpoint was written"
+                    raise NonFiniteLossError(f"the loss became non-finite at step {int(bad_step)} (epoch {epoch + 1}); "
+                                             f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+                loss_sum, correct, count = sums.tolist()
+                ips = n_log / (time.perf_counter() - t_log)
+                row = {"step": step + 1, "epoch": epoch + (i + 1) / steps_per_epoch, "loss": loss_sum / count,
+                       "acc": correct / count, "lr": scheduler.get_last_lr()[0], "images_per_s": ips}
+                logs.step(row)
+                bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['acc']:.3f}", img_s=f"{ips:.0f}", refresh=False)
+                t_log, n_log = time.perf_counter(), 0
+            bar.update(1)
+            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
+                checkpoint(epoch, i + 1)
+            if cfg.time_budget and time.perf_counter() - started > cfg.time_budget * 60 and not last:
+                stop = (epoch, i + 1)
+                break
+        bar.close()
+        if stop is not None:
+            checkpoint(*stop)
+            result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
+            if show:
+                print(result.stopped + (f"; checkpoint in {ckpt_path} (continue with resume)" if ckpt_path else ""))
+            break
+        if dist.is_initialized():
+            dist.all_reduce(sums)
+        loss_sum, correct, count = sums.tolist()
+        row = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, "train_loss": loss_sum / max(count, 1),
+               "train_acc": correct / max(count, 1), "lr": scheduler.get_last_lr()[0],
+               "time_s": time.perf_counter() - started}
+        if "val" in eval_loaders:
+            val = evaluate(ema.module if ema else model, eval_loaders["val"], dtype)
+            row.update(val_loss=val["loss"], val_acc=val["acc"])
+        logs.epoch(row)
+        if show and "val_acc" in row:
+            print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f} acc {row['train_acc']:.4f} | "
+                  f"val loss {row['val_loss']:.4f} acc {row['val_acc']:.4f} | {row['time_s']:.0f} s")
+        checkpoint(epoch + 1, 0)
+    logs.flush()
+    final = ema.module if ema else model
+    if cfg.eval_test and "test" in eval_loaders and result.stopped == "done":
+        result.test = evaluate(final, eval_loaders["test"], dtype)
+        if out is not None and rank == 0:
+            (out / "test.json").write_text(json.dumps(result.test, indent=2))
+    if out is not None and rank == 0:
+        from safetensors.torch import save_file
+        save_file({k: v.contiguous().cpu() for k, v in final.state_dict().items()}, str(out / "model.safetensors"),
+                  metadata={"model_config": json.dumps(model_config), "vitlib": __version__})
+    result.model = final
+    return result
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def _parse_optional(kind):
+    def parse(text: str):
+        return None if text.lower() in ("none", "null", "") else kind(text)
+    return parse
+
+
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m vitlib.train", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=HELP[f.name])
+            continue
+        base = {"int": int, "float": float, "str": str}
+        kind = f.type if not isinstance(f.type, str) else f.type.split("|")[0].strip()
+        parse = base.get(kind, float if "float" in kind else str)
+        if "None" in str(f.type):
+            parse = _parse_optional(parse)
+        ap.add_argument(flag, type=parse, default=f.default, help=HELP[f.name], metavar=kind.upper())
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    cfg = TrainConfig(**vars(args))
+    try:
+        result = train(cfg)
+    except (ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, RuntimeError) as err:
+        if type(err) is RuntimeError and "DataError" not in type(err).__mro__.__repr__():
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if result.test and int(os.environ.get("RANK", "0")) == 0:
+        print(f"test: loss {result.test['loss']:.4f} acc {result.test['acc']:.4f} ({result.test['n']} images)")
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
