@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import warnings
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": tuple}
 
@@ -47,9 +48,13 @@ def _type_ok(value, expected: type) -> bool:
 def check_parameters(history: list[str], namespace: dict) -> dict:
     """Check the parameters of this run; `history` is IPython's `In`, `namespace` the notebook's `globals()`."""
     cells = [c for c in history if c.strip()]
+    if not cells:  # nbval runs cells with store_history=False: In stays empty, and nothing was injected
+        warnings.warn("the cell history is not recorded (as under nbval): parameters not checked", stacklevel=2)
+        return {}
     # cells[-1] is the cell calling this; before it, papermill's injected cell (if any), before that the parameters cell
     injected = cells[-2] if len(cells) >= 2 and cells[-2].lstrip().startswith("# Parameters") else None
-    params_src = cells[-3] if injected is not None else (cells[-2] if len(cells) >= 2 else "")
+    before = cells[:-2] if injected is not None else cells[:-1]  # papermill injects at the top when there is no parameters cell
+    params_src = before[-1] if before else ""
     try:
         declared = declared_parameters(params_src)
     except SyntaxError:
