@@ -1,0 +1,48 @@
+"""Shared fixtures: the repository on sys.path, a fixed seed for every test, and a small-ViT factory."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # vitlib is used from the checkout, installed or not
+    sys.path.insert(0, str(ROOT))
+
+import vitlib  # noqa: E402
+
+# A ViT small enough to run forward and backward in milliseconds on a CPU: 28x28 grey images, P=4 -> 7x7 = 49 patches.
+SMALL = dict(image_size=28, patch_size=4, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def small_vit():
+    """small_vit(**overrides) -> a VisionTransformer with SMALL's sizes (and a random head unless told otherwise)."""
+
+    def make(random_head: bool = True, **overrides) -> vitlib.VisionTransformer:
+        model = vitlib.VisionTransformer(**{**SMALL, **overrides})
+        if random_head:
+            randomise_(model.head)
+        return model
+
+    return make
+
+
+@torch.no_grad()
+def randomise_(module: torch.nn.Module, std: float = 0.5) -> torch.nn.Module:
+    """Overwrite every parameter with N(0, std^2): zero-initialised heads would make logit comparisons vacuous."""
+    for p in module.parameters():
+        p.normal_(0.0, std)
+    return module
+
+
+@pytest.fixture
+def randomise():
+    return randomise_

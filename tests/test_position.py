@@ -1,0 +1,140 @@
+"""The [class] token, the position embeddings E_pos of eq. (1) and appendix D.4, and their 2D resampling (section 3.2)."""
+import pytest
+import torch
+
+from vitlib import POS_EMBED_KINDS, ClassToken, PositionEmbedding, VisionTransformer, resample_pos_embed, sincos_2d
+
+
+def test_class_token_is_prepended():
+    cls = ClassToken(8)
+    with torch.no_grad():
+        cls.token.normal_()
+    x = torch.randn(3, 5, 8)
+    out = cls(x)
+    assert out.shape == (3, 6, 8)
+    assert torch.equal(out[:, 1:], x)
+    assert torch.equal(out[:, 0], cls.token[0].expand(3, -1))
+
+
+@pytest.mark.parametrize("kind", POS_EMBED_KINDS)
+def test_every_kind_trains_in_a_small_model(kind, small_vit):
+    model = small_vit(pos_embed=kind)
+    logits = model(torch.randn(2, 1, 28, 28))
+    assert logits.shape == (2, 5)
+    logits.square().sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+    pos_params = [n for n, _ in model.named_parameters() if n.startswith("pos_embed.") or "rel_pos" in n]
+    expected = {"learned": ["pos_embed.weight"], "none": [], "sincos2d": [],
+                "learned2d": ["pos_embed.rows", "pos_embed.cols", "pos_embed.prefix"],
+                "relative": [f"blocks.{i}.attn.rel_pos.table" for i in range(2)]}[kind]
+    assert sorted(pos_params) == sorted(expected)
+
+
+@pytest.mark.parametrize("kind", ["none", "relative"])
+def test_none_and_relative_add_nothing_to_the_tokens(kind):
+    pe = PositionEmbedding(kind, (2, 3), 8)
+    x = torch.randn(2, 7, 8)
+    assert pe.embeddings() is None
+    assert torch.equal(pe(x), x)
+
+
+def test_learned_adds_its_weight():
+    pe = PositionEmbedding("learned", (2, 3), 8)
+    x = torch.randn(2, 7, 8)
+    assert pe.weight.shape == (1, 7, 8)
+    assert torch.equal(pe(x), x + pe.weight)
+
+
+def test_learned2d_concatenates_a_row_and_a_column_embedding():
+    gh, gw, dim = 3, 4, 8  # not square, so rows and columns cannot be confused
+    pe = PositionEmbedding("learned2d", (gh, gw), dim)
+    emb = pe.embeddings()
+    assert emb.shape == (1, 1 + gh * gw, dim)
+    grid = emb[0, 1:].reshape(gh, gw, dim)
+    y_half, x_half = grid[..., :dim // 2], grid[..., dim // 2:]
+    assert torch.equal(y_half, y_half[:, :1].expand(gh, gw, -1))      # same row -> same first D/2 features
+    assert torch.equal(x_half, x_half[:1].expand(gh, gw, -1))         # same column -> same last D/2 features
+    assert not torch.equal(y_half[0], y_half[1]) and not torch.equal(x_half[:, 0], x_half[:, 1])
+    assert torch.equal(emb[0, 0], pe.prefix[0, 0])
+    with pytest.raises(ValueError, match="even"):
+        PositionEmbedding("learned2d", (2, 2), 7)
+
+
+def test_sincos2d_is_fixed_and_two_dimensional():
+    gh, gw, dim = 3, 4, 16
+    pe = PositionEmbedding("sincos2d", (gh, gw), dim)
+    assert list(pe.parameters()) == [] and pe.state_dict() == {}
+    emb = pe.embeddings()
+    assert emb.shape == (1, 1 + gh * gw, dim)
+    assert torch.equal(emb[0, 0], torch.zeros(dim))                   # nothing added to the [class] token
+    assert torch.equal(emb[0, 1:], sincos_2d((gh, gw), dim))
+    assert torch.equal(PositionEmbedding("sincos2d", (gh, gw), dim).embeddings(), emb)  # not random
+    q = dim // 4
+    torch.testing.assert_close(emb[0, 1], torch.tensor([0.0] * q + [1.0] * q + [0.0] * q + [1.0] * q))  # (0, 0)
+    grid = emb[0, 1:].reshape(gh, gw, dim)
+    assert torch.equal(grid[..., :dim // 2], grid[:, :1, :dim // 2].expand(gh, gw, -1))  # sin/cos(y): per row
+    assert torch.equal(grid[..., dim // 2:], grid[:1, :, dim // 2:].expand(gh, gw, -1))  # sin/cos(x): per column
+    torch.testing.assert_close(grid[2, 1, :q], torch.sin(2 * 10000.0 ** (-torch.arange(q) / q)))
+    with pytest.raises(ValueError, match="divisible by 4"):
+        sincos_2d((2, 2), 6)
+
+
+def test_unknown_kind_is_an_error_listing_the_kinds():
+    for build in (lambda: PositionEmbedding("rope", (2, 2), 8), lambda: VisionTransformer(pos_embed="rope")):
+        with pytest.raises(ValueError, match="rope") as err:
+            build()
+        assert all(kind in str(err.value) for kind in POS_EMBED_KINDS)
+
+
+class TestResample:
+    def test_same_grid_is_unchanged(self):
+        pos = torch.randn(1, 1 + 16, 8)
+        assert torch.equal(resample_pos_embed(pos, (4, 4)), pos)
+
+    @pytest.mark.parametrize("old, new", [((4, 4), (6, 6)), ((4, 4), (2, 3)), ((2, 5), (4, 10))])
+    def test_new_grid_shape_and_class_token_kept(self, old, new):
+        pos = torch.randn(1, 1 + old[0] * old[1], 8)
+        out = resample_pos_embed(pos, new, old_grid=old)
+        assert out.shape == (1, 1 + new[0] * new[1], 8)
+        assert torch.equal(out[:, 0], pos[:, 0])
+
+    @pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+    def test_constant_embedding_stays_constant(self, mode):
+        pos = torch.cat([torch.zeros(1, 1, 8), torch.full((1, 16, 8), 0.7)], dim=1)
+        out = resample_pos_embed(pos, (7, 7), mode=mode)
+        torch.testing.assert_close(out[:, 1:], torch.full((1, 49, 8), 0.7))
+
+    def test_interpolation_is_two_dimensional(self):
+        """An embedding that depends on the row only keeps doing so: the grid is reshaped row-major, not transposed."""
+        old, new = (2, 5), (4, 10)
+        rows = torch.randn(old[0], 1, 8).expand(*old, 8)
+        pos = torch.cat([torch.randn(1, 1, 8), rows.reshape(1, -1, 8)], dim=1)
+        grid = resample_pos_embed(pos, new, old_grid=old)[0, 1:].reshape(*new, 8)
+        torch.testing.assert_close(grid, grid[:, :1].expand(*new, 8))
+
+    def test_grid_errors(self):
+        with pytest.raises(ValueError, match="not a square grid"):
+            resample_pos_embed(torch.randn(1, 1 + 10, 8), (4, 4))
+        with pytest.raises(ValueError, match="old_grid"):
+            resample_pos_embed(torch.randn(1, 1 + 10, 8), (4, 4), old_grid=(3, 3))
+
+
+@pytest.mark.parametrize("size, grid", [(56, (14, 14)), ((28, 56), (7, 14))])
+@pytest.mark.parametrize("kind", POS_EMBED_KINDS)
+def test_set_image_size_fine_tunes_at_another_resolution(kind, size, grid, small_vit):
+    model = small_vit(pos_embed=kind).eval()  # built for 28x28, P=4: a 7x7 grid
+    h, w = (size, size) if isinstance(size, int) else size
+    before = model.pos_embed.embeddings()
+    model.set_image_size(size)
+    assert model.num_patches == grid[0] * grid[1] and model.image_size == (h, w)
+    after = model.pos_embed.embeddings()
+    if before is not None:
+        assert after.shape == (1, 1 + grid[0] * grid[1], 32)
+        assert torch.equal(after[:, 0], before[:, 0])                # the [class] token's position is kept
+    logits = model(torch.randn(2, 1, h, w))
+    assert logits.shape == (2, 5) and torch.isfinite(logits).all()
+    with pytest.raises(ValueError, match=rf"{h}x{w}.*28x28"):
+        model(torch.randn(2, 1, 28, 28))
+    with pytest.raises(ValueError, match="does not divide"):
+        model.set_image_size(30)
