@@ -50,8 +50,11 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, sc
         tensors["rng.cuda"] = torch.cuda.get_rng_state()
     info["rng.python"] = random.getstate()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    save_file(tensors, str(tmp), metadata={k: json.dumps(v) for k, v in info.items()})
-    os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one, never half of one
+    try:
+        save_file(tensors, str(tmp), metadata={k: json.dumps(v) for k, v in info.items()})
+        os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the new one, never half of one
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write (disk full, ...) leaves the previous checkpoint and no debris
     return path
 
 
@@ -68,7 +71,10 @@ def read_checkpoint(path: str | Path) -> tuple[dict, dict]:
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(f"{path} is not a readable checkpoint ({err}): it is corrupt or was cut short. "
                               f"Delete it to start afresh, or point to another checkpoint.") from err
-    meta = {k: json.loads(v) for k, v in raw.items()}
+    try:
+        meta = {k: json.loads(v) for k, v in raw.items()}
+    except ValueError:  # safetensors from elsewhere (model.safetensors, a hub) have plain-text metadata
+        meta = {}
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a vitlib training checkpoint (format {meta.get('format')!r}).")
     return tensors, meta
@@ -82,9 +88,13 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, ema=None, model
         raise CheckpointError(f"{path} was written for another model (checkpoint vs this run: {diff}). Use another "
                               f"output folder, or resume with the same model options. The checkpoint is left as it is.")
     weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if missing or unexpected:
-        raise CheckpointError(f"{path} does not fit this model (missing {missing[:5]}, unexpected {unexpected[:5]}).")
+    own = model.state_dict()
+    missing, unexpected = [k for k in own if k not in weights], [k for k in weights if k not in own]
+    shapes = [f"{k} {tuple(v.shape)} vs {tuple(own[k].shape)}" for k, v in weights.items() if k in own and v.shape != own[k].shape]
+    if missing or unexpected or shapes:  # checked before anything is loaded: the model is left as it was
+        raise CheckpointError(f"{path} does not fit this model (missing {missing[:5]}, unexpected {unexpected[:5]}, "
+                              f"other shapes (checkpoint vs model) {shapes[:5]}).")
+    model.load_state_dict(weights)
     if ema is not None:
         ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
     if optimizer is not None and "optimizer" in meta:

@@ -29,13 +29,18 @@ def batch_seed(seed: int, epoch: int, step: int) -> int:
     return (seed * 1_000_003 + epoch) * 1_000_033 + step
 
 
-def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int) -> torch.Tensor:
-    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised."""
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int, offset: int = 0,
+                     total: int | None = None) -> torch.Tensor:
+    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised.
+
+    The draws are made for `total` images (default: this batch) and rows offset.. are used: a process that holds one
+    shard of a global batch augments its images exactly as the whole batch would be augmented."""
     b, _, h, w = images.shape
+    total, mine = total or b, slice(offset, offset + b)
     padded = F.pad(images, (pad, pad, pad, pad))
-    dy = torch.randint(0, 2 * pad + 1, (b, 1), generator=generator).to(images.device)
-    dx = torch.randint(0, 2 * pad + 1, (b, 1), generator=generator).to(images.device)
-    flip = torch.rand(b, 1, generator=generator).to(images.device) < 0.5
+    dy = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator)[mine].to(images.device)
+    dx = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator)[mine].to(images.device)
+    flip = (torch.rand(total, 1, generator=generator) < 0.5)[mine].to(images.device)
     rows = torch.arange(h, device=images.device)[None] + dy                       # (B, H)
     cols = torch.arange(w, device=images.device)[None].expand(b, w)
     cols = torch.where(flip, w - 1 - cols, cols) + dx                             # (B, W)
@@ -71,15 +76,24 @@ class TensorLoader:
 
     def batch(self, order: torch.Tensor, epoch: int, step: int):
         idx = order[step * self.batch_size:(step + 1) * self.batch_size]
-        idx = idx.tensor_split(self.world_size)[self.rank] if self.world_size > 1 else idx
+        total, offset = len(idx), 0
+        if self.world_size > 1:
+            shards = idx.tensor_split(self.world_size)
+            idx, offset = shards[self.rank], sum(len(s) for s in shards[:self.rank])
         images, labels = self.split.images[idx], self.split.labels[idx]
         if self.augment != "none":
+            # random draws for the whole global batch, of which this process uses its rows: sharded or not, the
+            # global batch is augmented the same way (and no two processes repeat each other's crops)
             g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
             if self.augment == "randaugment":
+                seeds = torch.randint(0, 2**62, (total,), generator=g)[offset:offset + len(idx)].tolist()
                 with torch.random.fork_rng(devices=[]):
-                    torch.manual_seed(batch_seed(self.seed, epoch, step))
-                    images = torch.stack([self._randaugment(im) for im in images])
-            images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8))
+                    augmented = []
+                    for image, seed in zip(images, seeds):
+                        torch.manual_seed(seed)
+                        augmented.append(self._randaugment(image))
+                images = torch.stack(augmented)
+            images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8), offset=offset, total=total)
         return (images.float() - self.mean) / self.std, labels
 
     def epoch(self, epoch: int = 0, start: int = 0):
@@ -115,17 +129,27 @@ class FolderLoader(TensorLoader):
         n = len(self.dataset)
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
-    def _item(self, i):
+    def _item(self, key):
+        i, seed = key
         image, label = self.dataset[i]
-        return self.transform(image), label
+        with torch.random.fork_rng(devices=[]):  # the random transforms draw from the global RNG: seed it per image
+            torch.manual_seed(seed)
+            return self.transform(image), label
+
+    def _shard(self, order: torch.Tensor, epoch: int, step: int) -> list[tuple[int, int]]:
+        """(index, augmentation seed) of this process's images of a step: the seeds are drawn for the global batch, so
+        augmentation depends on (seed, epoch, step, position) only, not on workers, sharding or where a run resumed."""
+        idx = order[step * self.batch_size:(step + 1) * self.batch_size]
+        seeds = torch.randint(0, 2**62, (len(idx),), generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, step)))
+        return list(zip(idx.tensor_split(self.world_size)[self.rank].tolist(),
+                        seeds.tensor_split(self.world_size)[self.rank].tolist()))
 
     def epoch(self, epoch: int = 0, start: int = 0):
         n = len(self.dataset)
         order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch)) if self.shuffle else torch.arange(n)
-        steps = range(start, len(self))
-        mine = [order[s * self.batch_size:(s + 1) * self.batch_size].tensor_split(self.world_size)[self.rank] for s in steps]
+        mine = [self._shard(order, epoch, s) for s in range(start, len(self))]
         loader = torch.utils.data.DataLoader(
-            _MapDataset(self._item), batch_sampler=_Batches([m.tolist() for m in mine]), num_workers=self.num_workers,
+            _MapDataset(self._item), batch_sampler=_Batches(mine), num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
             generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)))
         for images, labels in loader:

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .cnn import create_cnn, is_cnn_name
+from .data import DataError
 from .datasets import Dataset, TensorSplit, get_dataset
 from .loader import AUGMENTATIONS, FolderLoader, TensorLoader, batch_seed
 from .model import create_model
@@ -114,6 +115,9 @@ SCHEDULES, PRECISIONS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite."""
+
+
+NO_STEP = 2**62  # bad_step while every loss is finite
 
 
 @dataclass
@@ -281,6 +285,16 @@ class _Logs:
                     w.writerows(rows)
 
 
+def _past(started: float, minutes: float, device: torch.device) -> bool:
+    """Whether the time budget is spent; under DDP rank 0's clock decides for all, so they stop at the same step."""
+    past = time.perf_counter() - started > minutes * 60
+    if dist.is_initialized():
+        flag = torch.tensor([float(past)], device=device)
+        dist.broadcast(flag, 0)
+        past = bool(flag.item())
+    return past
+
+
 def _setup_distributed() -> tuple[int, int, int]:
     """(rank, world size, local rank); starts the process group under torchrun."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -335,9 +349,11 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
 
     result = Result(model=model, out=out)
     start_epoch = start_step = 0
+    start_sums = None  # the epoch's running loss sum, correct and count up to a mid-epoch checkpoint
     if cfg.resume:
         meta = load_checkpoint(ckpt_path, model, optimizer, scheduler, ema, model_config=model_config)
         start_epoch, start_step = meta["progress"]["epoch"], meta["progress"]["step_in_epoch"]
+        start_sums = meta["progress"].get("sums")
         result.history, result.steps = meta.get("history", []), meta.get("steps", [])
     if out is not None and rank == 0:
         out.mkdir(parents=True, exist_ok=True)
@@ -351,11 +367,33 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     step_fn = torch.compile(net) if cfg.compile else net
 
-    def checkpoint(epoch: int, step_in_epoch: int) -> None:
-        if ckpt_path is not None and rank == 0:
+    def check_finite(bad_step: torch.Tensor, epoch: int) -> None:
+        """Raise if a loss so far was NaN or infinite (a sync; under DDP every process raises together)."""
+        if dist.is_initialized():
+            dist.all_reduce(bad_step, op=dist.ReduceOp.MIN)
+        if int(bad_step) < NO_STEP:
+            where = f"the last good checkpoint is {ckpt_path}" if ckpt_path and ckpt_path.exists() else "no checkpoint was written"
+            raise NonFiniteLossError(f"the loss became non-finite at step {int(bad_step) + 1} (epoch {epoch + 1}); "
+                                     f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+
+    def checkpoint(epoch: int, step_in_epoch: int, sums=None, bad_step=None) -> None:
+        """Save the run; mid-epoch with the epoch's running sums. Only finite losses and weights are ever saved."""
+        if ckpt_path is None:
+            return
+        if bad_step is not None:
+            check_finite(bad_step, epoch)
+        step = epoch * steps_per_epoch + step_in_epoch
+        if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():
+            raise NonFiniteLossError(f"the weights became non-finite by step {step} (epoch {epoch + 1}); the last good "
+                                     f"checkpoint is {ckpt_path if ckpt_path.exists() else 'none'}. Lower lr, raise "
+                                     f"warmup_epochs or keep grad_clip on.")
+        if sums is not None and dist.is_initialized():
+            sums = sums.clone()
+            dist.all_reduce(sums)  # rank 0 keeps every process's share; on resume the others start from zero
+        if rank == 0:
             save_checkpoint(ckpt_path, model, optimizer, scheduler, ema,
-                            progress={"epoch": epoch, "step_in_epoch": step_in_epoch,
-                                      "global_step": epoch * steps_per_epoch + step_in_epoch},
+                            progress={"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": step,
+                                      "sums": sums.tolist() if sums is not None else None},
                             meta={"model_config": model_config, "config": dataclasses.asdict(cfg),
                                   "history": result.history, "steps": result.steps, "vitlib": __version__})
 
@@ -365,7 +403,9 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         net.train()
         first = start_step if epoch == start_epoch else 0
         sums = torch.zeros(3, device=device, dtype=torch.float64)    # loss sum, correct, count: no sync per step
-        bad_step = torch.full((), -1, device=device, dtype=torch.long)
+        if epoch == start_epoch and start_sums and rank == 0:         # resumed mid-epoch: the steps before count too
+            sums += torch.tensor(start_sums, device=device, dtype=torch.float64)
+        bad_step = torch.full((), NO_STEP, device=device, dtype=torch.long)  # the first step with a non-finite loss
         bar = tqdm(total=steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show,
                    leave=True, dynamic_ncols=True, unit="step")
         t_log, n_log = time.perf_counter(), 0
@@ -394,14 +434,11 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
                 hard = targets.argmax(1) if targets.ndim == 2 else targets
                 sums += torch.stack([loss.detach().double() * len(labels), (logits.argmax(1) == hard).sum().double(),
                                      torch.tensor(len(labels), device=device, dtype=torch.float64)])
-                bad_step = torch.where((bad_step < 0) & ~torch.isfinite(loss.detach()), torch.tensor(step, device=device), bad_step)
+                bad_step = torch.where((bad_step == NO_STEP) & ~torch.isfinite(loss.detach()), step, bad_step)
             n_log += len(labels) * world
             last = i + 1 == steps_per_epoch
             if (i + 1) % cfg.log_every == 0 or last:
-                if int(bad_step) >= 0:  # the only sync, once per log interval
-                    where = f"the last good checkpoint is {ckpt_path}" if ckpt_path and ckpt_path.exists() else "no checkpoint was written"
-                    raise NonFiniteLossError(f"the loss became non-finite at step {int(bad_step)} (epoch {epoch + 1}); "
-                                             f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+                check_finite(bad_step, epoch)  # the only sync, once per log interval
                 loss_sum, correct, count = sums.tolist()
                 ips = n_log / (time.perf_counter() - t_log)
                 row = {"step": step + 1, "epoch": epoch + (i + 1) / steps_per_epoch, "loss": loss_sum / count,
@@ -411,13 +448,13 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
                 t_log, n_log = time.perf_counter(), 0
             bar.update(1)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
-                checkpoint(epoch, i + 1)
-            if cfg.time_budget and time.perf_counter() - started > cfg.time_budget * 60 and not last:
+                checkpoint(epoch, i + 1, sums, bad_step)
+            if cfg.time_budget and not last and _past(started, cfg.time_budget, device):
                 stop = (epoch, i + 1)
                 break
         bar.close()
         if stop is not None:
-            checkpoint(*stop)
+            checkpoint(*stop, sums, bad_step)
             result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
             if show:
                 print(result.stopped + (f"; checkpoint in {ckpt_path} (continue with resume)" if ckpt_path else ""))
@@ -428,13 +465,14 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         row = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, "train_loss": loss_sum / max(count, 1),
                "train_acc": correct / max(count, 1), "lr": scheduler.get_last_lr()[0],
                "time_s": time.perf_counter() - started}
-        if "val" in eval_loaders:
-            val = evaluate(ema.module if ema else model, eval_loaders["val"], dtype)
-            row.update(val_loss=val["loss"], val_acc=val["acc"])
+        split = "val" if "val" in eval_loaders else "test"   # without a validation split, watch the test set
+        if split in eval_loaders:
+            ev = evaluate(ema.module if ema else model, eval_loaders[split], dtype)
+            row.update({f"{split}_loss": ev["loss"], f"{split}_acc": ev["acc"]})
         logs.epoch(row)
-        if show and "val_acc" in row:
+        if show and f"{split}_acc" in row:
             print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f} acc {row['train_acc']:.4f} | "
-                  f"val loss {row['val_loss']:.4f} acc {row['val_acc']:.4f} | {row['time_s']:.0f} s")
+                  f"{split} loss {row[f'{split}_loss']:.4f} acc {row[f'{split}_acc']:.4f} | {row['time_s']:.0f} s")
         checkpoint(epoch + 1, 0)
     logs.flush()
     final = ema.module if ema else model
@@ -479,9 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TrainConfig(**vars(args))
     try:
         result = train(cfg)
-    except (ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, RuntimeError) as err:
-        if type(err) is RuntimeError and "DataError" not in type(err).__mro__.__repr__():
-            raise
+    except (ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, DataError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if result.test and int(os.environ.get("RANK", "0")) == 0:
