@@ -27,7 +27,9 @@ class PatchEmbedding(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         if self.conv:
-            x = F.conv2d(images, self.conv_weight(), self.proj.bias, stride=self.patch_size)
+            # contiguous(): the permuted view has channels-last strides, which would make the convolution convert the
+            # whole image batch to channels-last in the forward and again in the backward pass; the weight is small
+            x = F.conv2d(images, self.conv_weight().contiguous(), self.proj.bias, stride=self.patch_size)
             return x.flatten(2).transpose(1, 2)  # (B, D, H/P, W/P) -> (B, N, D)
         return self.proj(patchify(images, self.patch_size))
 
