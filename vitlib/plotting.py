@@ -1,4 +1,4 @@
-"""Figures for the notebooks: an image with its patch grid, and its patches as a sequence (Fig. 1 of the paper).
+"""Figures for the notebooks: patch grids and sequences (Fig. 1 of the paper), training curves, confusion matrices.
 
 Each function draws on one matplotlib Axes and returns it, so a notebook can check what a figure shows: the grid
 lines carry the gid `PATCH_GRID_GID` (H/P - 1 + W/P - 1 of them) and `show_patch_sequence` draws one image per patch
@@ -99,3 +99,91 @@ def show_patch_sequence(patches: torch.Tensor, patch_size: int, per_row: int | N
     if title:
         ax.set_title(title)
     return ax
+
+
+# ------------------------------------------------------------------------------------------------ training curves
+def _rows(history) -> list[dict]:
+    """Epoch rows from a train() Result, a list of dicts, or a metrics.csv path."""
+    if hasattr(history, "history"):
+        return list(history.history)
+    if isinstance(history, (str, bytes)) or hasattr(history, "__fspath__"):
+        import csv
+        with open(history, newline="") as f:
+            return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+    return list(history)
+
+
+def plot_history(history, axes=None, label: str | None = None, x: str = "epoch"):
+    """Loss and accuracy per epoch of one run (train, and val or test when measured), on two Axes; returns them.
+
+    `history` is the Result of `vitlib.train.train`, its `history` list, or the path of a run's metrics.csv. Call it
+    again with the same `axes` and another `label` to compare runs. Each curve is one Line2D labelled
+    '<label> <split>' (e.g. 'pre-LN train'), so a notebook can check what is drawn."""
+    rows = _rows(history)
+    if not rows:
+        raise ValueError("the history is empty: train for at least one epoch first.")
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.6), layout="constrained")
+    prefix = f"{label} " if label else ""
+    xs = [r[x] for r in rows]
+    for ax, metric in zip(axes, ("loss", "acc")):
+        color = None  # with a label, one colour per run (splits differ by line style); without, one per split
+        for split, style in (("train", "-"), ("val", "--"), ("test", ":")):
+            key = f"{split}_{metric}"
+            if all(key in r for r in rows):
+                line, = ax.plot(xs, [r[key] for r in rows], style, marker="o", markersize=3, label=prefix + split,
+                                color=color)
+                color = line.get_color() if label else None
+        ax.set_xlabel(x)
+        ax.set_ylabel({"loss": "cross-entropy loss", "acc": "accuracy"}[metric])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return axes
+
+
+def confusion_matrix(predictions: torch.Tensor, labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """counts[i, j] = how many images of true class i were predicted as class j."""
+    index = labels.long() * num_classes + predictions.long()
+    return torch.bincount(index, minlength=num_classes * num_classes).reshape(num_classes, num_classes)
+
+
+def plot_confusion_matrix(counts: torch.Tensor, class_names: list[str], ax=None, normalize: bool = True):
+    """A confusion matrix as an image, rows = true class, columns = prediction (row-normalised by default)."""
+    counts = torch.as_tensor(counts).double()
+    if counts.shape != (len(class_names), len(class_names)):
+        raise ValueError(f"a {len(class_names)}-class matrix was expected, got shape {tuple(counts.shape)}.")
+    shown = counts / counts.sum(1, keepdim=True).clamp_min(1) if normalize else counts
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 5.4), layout="constrained")
+    im = ax.imshow(shown.numpy(), cmap="Blues", vmin=0)
+    ticks = range(len(class_names))
+    ax.set_xticks(ticks, class_names, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(ticks, class_names, fontsize=8)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    for i in ticks:
+        for j in ticks:
+            value = shown[i, j].item()
+            if value > 0:
+                text = f"{value:.2f}" if normalize else f"{int(value)}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=6,
+                        color="white" if value > 0.6 * shown.max().item() else "black")
+    ax.figure.colorbar(im, ax=ax, shrink=0.8)
+    return ax
+
+
+def show_images(images: torch.Tensor, titles: list[str] | None = None, cols: int = 8, size: float = 1.6):
+    """A grid of images (B, C, H, W) in [0, 1] with optional titles; returns the figure (one AxesImage per image)."""
+    n = len(images)
+    if n == 0:
+        raise ValueError("no images to show.")
+    cols = min(cols, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.35) * rows), squeeze=False, layout="constrained")
+    for k, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if k < n:
+            _imshow(ax, to_display(images[k]))
+            if titles is not None:
+                ax.set_title(titles[k], fontsize=7)
+    return fig

@@ -1,0 +1,103 @@
+"""Every notebook follows the course's conventions (the contents themselves are checked by nbval)."""
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vitlib.notebook import declared_parameters
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+IDS = [p.stem for p in NOTEBOOKS]
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def src(cell):
+    return "".join(cell["source"])
+
+
+def tags(cell):
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def test_the_course_has_its_notebooks_in_order():
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert numbers and numbers == sorted(set(numbers)), numbers
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_one_typed_documented_parameters_cell_then_the_check(path):
+    cells = code_cells(load(path))
+    tagged = [i for i, c in enumerate(cells) if "parameters" in tags(c)]
+    assert len(tagged) == 1, f"{path.name}: expected one cell tagged 'parameters', found {len(tagged)}"
+    cell = src(cells[tagged[0]])
+    declared = declared_parameters(cell)
+    assert declared, f"{path.name}: the parameters cell declares nothing"
+    for line in cell.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert re.match(r"^\w+: [\w\[\], |]+ = .+  # \S", line), \
+                f"{path.name}: parameter line not of the form 'name: type = value  # help': {line!r}"
+    for name, kind in declared.items():
+        assert kind is not None, f"{path.name}: parameter {name} has no (known) type annotation"
+    after = src(cells[tagged[0] + 1])
+    assert "check_parameters(In, globals())" in after, f"{path.name}: the cell after the parameters must check them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_with_the_outputs_of_a_clean_run(path):
+    nb = load(path)
+    cells = code_cells(nb)
+    counts = [c.get("execution_count") for c in cells if src(c).strip()]
+    assert None not in counts, f"{path.name}: some code cells were not run; commit the notebook with its outputs"
+    for c in cells:
+        for out in c.get("outputs", []):
+            assert out.get("output_type") != "error", f"{path.name}: a committed cell ended in an error:\n{src(c)[:200]}"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_exercises_follow_the_solution_convention(path):
+    cells = code_cells(load(path))
+    solutions = [i for i, c in enumerate(cells) if "solution" in tags(c)]
+    assert solutions, f"{path.name}: no exercises (a cell tagged 'solution')"
+    for i in solutions:
+        body = src(cells[i])
+        assert body.startswith("# SOLUTION"), f"{path.name}: a solution cell must start with '# SOLUTION'"
+        assert "exercise" in tags(cells[i - 1]), f"{path.name}: the cell before a solution must be tagged 'exercise'"
+        assert "exercise-check" in tags(cells[i + 1]), f"{path.name}: the cell after a solution must be tagged 'exercise-check'"
+        assert cells[i]["metadata"].get("jupyter", {}).get("source_hidden"), f"{path.name}: solutions are collapsed"
+    for c in cells:
+        if "exercise" in tags(c) or "exercise-check" in tags(c):
+            ast.parse(src(c).replace("%matplotlib inline", ""))
+    for c in cells:
+        if "solution" not in tags(c):
+            assert not src(c).startswith("# SOLUTION"), f"{path.name}: an untagged cell starts with '# SOLUTION'"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_checks_outputs_and_cites_the_paper(path):
+    nb = load(path)
+    assert any(src(c).startswith("# NBVAL_CHECK_OUTPUT") for c in code_cells(nb)), f"{path.name}: nothing checked by nbval"
+    markdown = " ".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert re.search(r"§\s?\d|eq\. \(\d\)|Table \d|Fig(ure|\.) \d|[Aa]ppendix", markdown), f"{path.name}: cite the paper"
+
+
+def test_a_misspelt_parameter_stops_the_run(tmp_path):
+    """Papermill only warns about an unknown parameter; the course's check stops the notebook (fast: it fails early)."""
+    nb = NOTEBOOKS[0]
+    declared = declared_parameters(src([c for c in code_cells(load(nb)) if "parameters" in tags(c)][0]))
+    name = next(iter(declared))
+    run = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "--cwd", str(nb.parent),
+                          "-p", name + "x", "1", "-k", "python3"], capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert f"unknown parameter '{name}x'" in run.stderr + run.stdout
