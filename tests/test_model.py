@@ -168,3 +168,16 @@ def test_training_mode_with_dropout_and_drop_path_is_stochastic_eval_is_not(smal
     assert not torch.equal(model(x), model(x))
     model.eval()
     assert torch.equal(model(x), model(x))
+
+
+def test_rectangular_images():
+    """image_size=(H, W): a grid of (H/P) x (W/P) patches; the same as set_image_size on a square model."""
+    torch.manual_seed(0)
+    model = VisionTransformer(image_size=(16, 24), patch_size=8, in_channels=1, num_classes=3, dim=32, depth=1,
+                              heads=2, mlp_dim=64)
+    assert model.num_patches == 6 and model.image_size == (16, 24)
+    assert model(torch.randn(2, 1, 16, 24)).shape == (2, 3)
+    with pytest.raises(ValueError, match="built for 16x24 images"):
+        model(torch.randn(2, 1, 24, 16))
+    with pytest.raises(ValueError, match="does not divide"):
+        VisionTransformer(image_size=(16, 20), patch_size=8, dim=32, depth=1, heads=2, mlp_dim=64)

@@ -37,7 +37,8 @@ class HybridEmbedding(nn.Module):
         self.backbone = backbone
         with torch.no_grad():
             was_training = backbone.training
-            fmap = backbone.eval()(torch.zeros(1, in_channels, image_size, image_size))
+            h, w = (image_size, image_size) if isinstance(image_size, int) else image_size
+            fmap = backbone.eval()(torch.zeros(1, in_channels, h, w))
             backbone.train(was_training)
         self.feature_channels = fmap.shape[1]
         self.grid = tuple(fmap.shape[-2:])

@@ -49,7 +49,8 @@ class VisionTransformer(nn.Module):
                            pos_embed=pos_embed, pool=pool, class_token=class_token, head_hidden=head_hidden,
                            dropout=dropout, attn_dropout=attn_dropout, drop_path=drop_path, qkv_bias=qkv_bias,
                            fused=fused, norm_first=norm_first, hybrid=hybrid, conv_patch_embed=conv_patch_embed)
-        self.image_size, self.in_channels, self.pool = (image_size, image_size), in_channels, pool
+        self.image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)  # (H, W)
+        self.in_channels, self.pool = in_channels, pool
         if hybrid:
             self.patch_embed = HybridEmbedding(resnet_stem(hybrid, patch_size, in_channels), image_size, in_channels,
                                                dim, patch_size)
