@@ -1,0 +1,108 @@
+"""Looking inside a ViT: the similarity of position embeddings (Fig. 7, center, and Fig. 10 of the paper).
+
+    sim = position_similarity(model)                  # (N, gh, gw): patch i's E_pos against every patch
+    plot_position_similarity(model, title="trained")  # Fig. 7 (center): one tile per patch, in the patch grid
+
+`model` may be a `VisionTransformer`, its `PositionEmbedding`, or a tensor of embeddings ((N, D), (prefix + N, D) or
+(1, prefix + N, D)); the [class] token's embedding (the prefix) is left out, as in the paper's figure.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def _is_square(n: int) -> bool:
+    return n >= 0 and math.isqrt(n) ** 2 == n
+
+
+def patch_position_embeddings(source, grid: tuple[int, int] | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
+    """The position embeddings of the patches only, as (N, D) with their grid (gh, gw): [class] / prefix rows dropped.
+
+    `source` is a VisionTransformer, a PositionEmbedding or a tensor. For a tensor without `grid`, the grid is taken
+    to be square: N rows (a square number) or 1 + N rows (a [class] embedding first)."""
+    module = getattr(source, "pos_embed", source)  # a model holds its PositionEmbedding as .pos_embed
+    if isinstance(module, torch.nn.Module):
+        emb = module.embeddings()
+        if emb is None:
+            raise ValueError(f"position embeddings of kind {module.kind!r} add nothing to the tokens, so there is no "
+                             f"embedding to compare: use a model with 'learned', 'learned2d' or 'sincos2d'.")
+        grid = tuple(module.grid) if grid is None else tuple(grid)
+        emb = emb[0, module.num_prefix_tokens:]
+    else:
+        emb = torch.as_tensor(source)
+        if emb.ndim == 3:
+            if emb.shape[0] != 1:
+                raise ValueError(f"expected one set of position embeddings (1, L, D), got shape {tuple(emb.shape)}.")
+            emb = emb[0]
+        if emb.ndim != 2:
+            raise ValueError(f"expected position embeddings (L, D) or (1, L, D), got shape {tuple(emb.shape)}.")
+        rows = emb.shape[0]
+        if grid is None:
+            if _is_square(rows):
+                side = math.isqrt(rows)
+            elif _is_square(rows - 1):
+                side = math.isqrt(rows - 1)
+            else:
+                raise ValueError(f"{rows} embeddings are not a square grid (with or without a [class] embedding): "
+                                 f"pass grid=(rows, cols).")
+            grid = (side, side)
+        grid = tuple(grid)
+        prefix = rows - grid[0] * grid[1]
+        if prefix < 0:
+            raise ValueError(f"grid {grid} has {grid[0] * grid[1]} patches but there are only {rows} embeddings.")
+        emb = emb[prefix:]
+    return emb.detach().float().cpu(), grid
+
+
+def position_similarity(source, grid: tuple[int, int] | None = None) -> torch.Tensor:
+    """Cosine similarity of every patch's position embedding with all the others, as a (N, gh, gw) tensor: entry
+    [i, r, c] compares patch i (row-major: row i // gw, column i % gw) with the patch in row r, column c."""
+    emb, (gh, gw) = patch_position_embeddings(source, grid)
+    unit = F.normalize(emb, dim=-1)
+    return (unit @ unit.T).reshape(gh * gw, gh, gw)
+
+
+def similarity_mosaic(similarity: torch.Tensor, pad: int = 1) -> np.ndarray:
+    """The (N, gh, gw) similarities laid out as in Fig. 7 (center): tile i, a gh x gw image, sits at the grid position
+    of patch i; tiles are separated by `pad` rows/columns of NaN (drawn blank). Returns a float array."""
+    similarity = torch.as_tensor(similarity).detach().cpu().double()
+    n, gh, gw = similarity.shape
+    if n != gh * gw:
+        raise ValueError(f"expected one gh x gw tile per patch, got {n} tiles of {gh}x{gw}.")
+    out = np.full((gh * gh + (gh - 1) * pad, gw * gw + (gw - 1) * pad), np.nan)
+    for i in range(n):
+        r, c = divmod(i, gw)
+        top, left = r * (gh + pad), c * (gw + pad)
+        out[top:top + gh, left:left + gw] = similarity[i].numpy()
+    return out
+
+
+def plot_position_similarity(source, grid: tuple[int, int] | None = None, ax=None, title: str | None = None,
+                             pad: int = 1, colorbar: bool = True, cmap: str = "viridis", vmin: float | None = -1.0,
+                             vmax: float | None = 1.0):
+    """Fig. 7 (center): for the patch in row r, column c, a tile showing the cosine similarity of its position
+    embedding with those of all patches. One image on the Axes (`ax.images[0]`, the `similarity_mosaic`); returns ax.
+    The colour scale is the paper's, -1 to 1; vmin=None / vmax=None fit it to the data instead."""
+    sim = position_similarity(source, grid)
+    gh, gw = sim.shape[1:]
+    mosaic = similarity_mosaic(sim, pad)
+    ax = ax if ax is not None else plt.figure(figsize=(4.2, 3.6), layout="constrained").add_subplot()
+    colormap = plt.get_cmap(cmap).with_extremes(bad="white")  # the NaN gaps between tiles
+    im = ax.imshow(mosaic, cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
+    ax.set_xticks([c * (gw + pad) + (gw - 1) / 2 for c in range(gw)], [str(c + 1) for c in range(gw)])
+    ax.set_yticks([r * (gh + pad) + (gh - 1) / 2 for r in range(gh)], [str(r + 1) for r in range(gh)])
+    ax.tick_params(length=0, labelsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_xlabel("Input patch column")
+    ax.set_ylabel("Input patch row")
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, shrink=0.8, label="Cosine similarity")
+    return ax
