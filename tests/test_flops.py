@@ -1,0 +1,73 @@
+"""vitlib.flops: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference numbers."""
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import vitlib
+from vitlib.flops import PARTS, attention_share, model_flops, vit_flops
+
+SMALL = dict(image_size=28, patch_size=4, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)
+
+
+def counted(model: torch.nn.Module, images: torch.Tensor) -> int:
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.eval()(images)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"pool": "gap"},
+    {"head_hidden": 48},
+    {"image_size": 32, "patch_size": 8, "in_channels": 3},
+    {"resize_to": (28, 32)},
+    {"conv_patch_embed": False},
+    {"num_classes": 0},
+    {"pos_embed": "sincos2d", "mlp_dim": 96},
+])
+def test_equals_flop_counter_per_image(overrides):
+    # fused=False: the written-out attention (FlopCounterMode does not count inside the CPU's fused SDPA kernel)
+    resize_to = overrides.pop("resize_to", None)
+    model = vitlib.VisionTransformer(**{**SMALL, **overrides, "fused": False})
+    if resize_to:  # a non-square grid after set_image_size (section 3.2)
+        model.set_image_size(resize_to)
+    h, w = model.image_size
+    images = torch.randn(3, model.in_channels, h, w)
+    assert counted(model, images) == 3 * vit_flops(**model.config)["total"]
+
+
+def test_parts_and_names():
+    f = model_flops("ViT-Micro/4", image_size=28, in_channels=1, num_classes=10)
+    assert list(f) == [*PARTS, "total"] and f["total"] == sum(f[k] for k in PARTS)
+    # Micro/4 on 28x28 grey: N = 49, 50 tokens, D = 64, M = 128, 4 layers
+    assert f["patch_embed"] == 2 * 49 * 16 * 64
+    assert f["attn_logits"] == f["attn_values"] == 4 * 2 * 50 * 50 * 64
+    assert f["mlp"] == 4 * 2 * 50 * 64 * 128 * 2
+    model = vitlib.create_model("ViT-Micro/4", num_classes=10, image_size=28, in_channels=1)
+    assert model_flops(model) == f
+
+
+def test_multiply_adds_match_torchvision_meta():
+    """torchvision's weights.meta['_ops'] are GMACs (half our FLOPs), rounded to 3 decimals."""
+    from torchvision.models import ViT_B_16_Weights, ViT_H_14_Weights, ViT_L_16_Weights
+    for name, weights, size in [("ViT-B/16", ViT_B_16_Weights.IMAGENET1K_V1, 224),
+                                ("ViT-L/16", ViT_L_16_Weights.IMAGENET1K_V1, 224),
+                                ("ViT-H/14", ViT_H_14_Weights.IMAGENET1K_SWAG_LINEAR_V1, 224)]:
+        gmacs = model_flops(name, image_size=size)["total"] / 2e9
+        assert abs(gmacs - weights.meta["_ops"]) < 0.02, (name, gmacs, weights.meta["_ops"])
+
+
+def test_attention_share_grows_as_patches_shrink():
+    shares = [attention_share(model_flops(f"ViT-B/{p}")) for p in (32, 16, 8, 4)]
+    assert shares == sorted(shares) and shares[0] < 0.02 and shares[-1] > 0.4
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="does not divide"):
+        vit_flops(image_size=30, patch_size=16)
+    with pytest.raises(ValueError, match="hybrid"):
+        model_flops("R50+ViT-B/16")
+    with pytest.raises(ValueError, match="relative"):
+        vit_flops(pos_embed="relative")
+    with pytest.raises(TypeError, match="VisionTransformer"):
+        model_flops(torch.nn.Linear(2, 2))
