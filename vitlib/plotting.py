@@ -187,3 +187,61 @@ def show_images(images: torch.Tensor, titles: list[str] | None = None, cols: int
             if titles is not None:
                 ax.set_title(titles[k], fontsize=7)
     return fig
+
+
+# ------------------------------------------------------------------------------------------------ attention maps
+def show_attention_matrix(weights, labels: list[str] | None = None, ax=None, title: str | None = None,
+                          colorbar: bool = True, vmax: float | None = 1.0):
+    """Draw one attention matrix A (L, L): row i = query token i, column j = key token j, A[i, j] = how much token i
+    takes from token j (each row sums to 1). `labels` names the tokens on both axes. The AxesImage holds A itself."""
+    arr = weights.detach().cpu().double().numpy() if isinstance(weights, torch.Tensor) else np.asarray(weights, float)
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"expected one square attention matrix (L, L), got shape {arr.shape}; pick a batch "
+                         f"element and a head first, e.g. weights[0, 0].")
+    if labels is not None and len(labels) != arr.shape[0]:
+        raise ValueError(f"{len(labels)} labels for {arr.shape[0]} tokens.")
+    ax = ax if ax is not None else plt.figure(figsize=(4.4, 3.8), layout="constrained").add_subplot()
+    im = ax.imshow(arr, cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
+    if labels is not None:
+        ticks = range(len(labels))
+        ax.set_xticks(ticks, labels, fontsize=8)
+        ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_xlabel("key j (attended to)")
+    ax.set_ylabel("query i")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, shrink=0.8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def cls_attention_grid(weights: torch.Tensor, grid: tuple[int, int], num_prefix_tokens: int = 1) -> torch.Tensor:
+    """The [class] token's attention on the patches, on the patch grid: weights (..., L, L) with L = prefix + N
+    -> (..., grid_h, grid_w), row 0 without the prefix columns (these values sum to 1 minus the attention to the
+    prefix tokens)."""
+    gh, gw = grid
+    if weights.shape[-1] != num_prefix_tokens + gh * gw or weights.shape[-2] != weights.shape[-1]:
+        raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not fit {num_prefix_tokens} prefix "
+                         f"token(s) + a {gh}x{gw} grid of patches (L = {num_prefix_tokens + gh * gw}).")
+    return weights[..., 0, num_prefix_tokens:].reshape(*weights.shape[:-2], gh, gw)
+
+
+def show_attention_overlay(image, attention: torch.Tensor, ax=None, alpha: float = 0.55, cmap: str = "inferno",
+                           title: str | None = None):
+    """An image with an attention map over it: `attention` (grid_h, grid_w), e.g. from `cls_attention_grid`, is
+    stretched over the whole image (one cell per patch, no smoothing) and scaled to its own maximum. Two AxesImages:
+    the image, then the map (its array is the map as given)."""
+    arr = to_display(image)
+    att = attention.detach().cpu().double().numpy() if isinstance(attention, torch.Tensor) else np.asarray(attention, float)
+    if att.ndim != 2:
+        raise ValueError(f"expected one attention map (grid_h, grid_w), got shape {att.shape}.")
+    ax = ax if ax is not None else plt.figure(figsize=(2.6, 2.6), layout="constrained").add_subplot()
+    h, w = arr.shape[:2]
+    _imshow(ax, arr)
+    ax.imshow(att, cmap=cmap, alpha=alpha, extent=(-0.5, w - 0.5, h - 0.5, -0.5), interpolation="nearest",
+              vmin=0.0, vmax=max(float(att.max()), 1e-12))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title, fontsize=9)
+    return ax
