@@ -24,8 +24,8 @@ from vitlib.train import TrainConfig, train  # noqa: E402
 
 PRESETS = {
     # measured on a 2-core CPU; see benchmarks/README.md for the numbers
-    "cpu": dict(model="ViT-Mini/7", epochs=12, batch_size=256, lr=2e-3, weight_decay=0.05, warmup_epochs=1,
-                augment="crop-flip", label_smoothing=0.1, dropout=0.0),
+    "cpu": dict(model="ViT-Mini/7", epochs=5, batch_size=256, lr=2e-3, weight_decay=0.05, warmup_epochs=0.5,
+                augment="none", label_smoothing=0.1),
     "gpu": dict(model="ViT-Mini/4", epochs=40, batch_size=512, lr=2e-3, weight_decay=0.05, warmup_epochs=2,
                 augment="crop-flip", label_smoothing=0.1),
 }
@@ -56,8 +56,10 @@ def main() -> int:
     print("| epoch | minutes | test acc |\n|---:|---:|---:|")
     for row in result.history:
         print(f"| {row['epoch']} | {row['time_s'] / 60:.2f} | {row['test_acc']:.4f} |")
-    best5 = max((r["test_acc"] for r in result.history if r["time_s"] <= 300), default=float("nan"))
-    print(f"total {total / 60:.2f} min; test accuracy within 5 min: {best5:.4f}; final: {result.history[-1]['test_acc']:.4f}")
+    within = [r for r in result.history if r["time_s"] <= 300]  # the last epoch that ended (evaluation included) by 5 min
+    at5 = within[-1]["test_acc"] if within else float("nan")
+    print(f"total {total / 60:.2f} min; test accuracy at the last epoch ending within 5 min: {at5:.4f}; "
+          f"final: {result.history[-1]['test_acc']:.4f}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({

@@ -46,3 +46,13 @@ def randomise_(module: torch.nn.Module, std: float = 0.5) -> torch.nn.Module:
 @pytest.fixture
 def randomise():
     return randomise_
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """These models are tiny: one thread is as fast, and immune to a busy machine (two-thread OpenMP runs slow down
+    ~50x when another process holds a core, measured on 2 cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

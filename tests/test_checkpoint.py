@@ -16,14 +16,7 @@ from vitlib.checkpoint import CheckpointError, load_checkpoint, read_checkpoint,
 TINY = dict(num_classes=5, image_size=16, in_channels=1, dim=16, depth=1, heads=2, mlp_dim=32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is as fast, and immune to a busy machine (two-thread OpenMP runs slow down
-    ~50x when another process holds a core, measured on 2 cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest.one_thread
 
 
 def make(seed: int = 0, **overrides):

@@ -12,14 +12,7 @@ from vitlib.loader import FolderLoader, TensorLoader, check_augment, random_crop
 MEAN, STD = (0.5,), (0.25,)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is as fast, and immune to a busy machine (two-thread OpenMP runs slow down
-    ~50x when another process holds a core, measured on 2 cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest.one_thread
 
 
 def numbered(n: int = 100, size: int = 8) -> TensorSplit:

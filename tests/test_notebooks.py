@@ -101,3 +101,14 @@ def test_a_misspelt_parameter_stops_the_run(tmp_path):
                           "-p", name + "x", "1", "-k", "python3"], capture_output=True, text=True, timeout=300)
     assert run.returncode != 0
     assert f"unknown parameter '{name}x'" in run.stderr + run.stdout
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_papermill_documents_every_parameter(path):
+    """`papermill --help-notebook` lists a parameter only when its line parses (one '=' only: none in the help)."""
+    import papermill
+
+    declared = declared_parameters(src([c for c in code_cells(load(path)) if "parameters" in tags(c)][0]))
+    seen = papermill.inspect_notebook(str(path))
+    assert set(seen) == set(declared), f"{path.name}: papermill cannot read {sorted(set(declared) - set(seen))}"
+    assert all(seen[name]["help"] for name in seen), f"{path.name}: a parameter without help"

@@ -30,14 +30,7 @@ BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512
 CLOCKS = ("time_s", "images_per_s")  # the only columns that may differ between two runs
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one thread is as fast, and immune to a busy machine (two-thread OpenMP runs slow down
-    ~50x when another process holds a core, measured on 2 cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: see conftest.one_thread
 
 
 def without_clocks(rows: list[dict]) -> list[dict]:
