@@ -18,13 +18,10 @@ from __future__ import annotations
 from torch import nn
 
 from .model import parse_name
+from .patches import check_patch_size
 
 PARTS = ("patch_embed", "qkv", "attn_logits", "attn_values", "attn_proj", "mlp", "head")
 QUADRATIC = ("attn_logits", "attn_values")  # the parts that grow with N^2
-
-
-def _side(size) -> tuple[int, int]:
-    return (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
 
 
 def vit_flops(image_size: int | tuple[int, int] = 224, patch_size: int = 16, dim: int = 768, depth: int = 12,
@@ -43,10 +40,9 @@ def vit_flops(image_size: int | tuple[int, int] = 224, patch_size: int = 16, dim
     if pos_embed == "relative":
         raise ValueError("vit_flops does not count the relative-attention logits; use pos_embed='learned' (or another "
                          "absolute kind) or FlopCounterMode.")
-    (h, w), p = _side(image_size), patch_size
-    if h % p or w % p:
-        raise ValueError(f"patch size {p} does not divide the image size {h}x{w}.")
-    n = (h // p) * (w // p)
+    p = patch_size
+    gh, gw = check_patch_size(image_size, p)  # a clear error when P does not divide the image
+    n = gh * gw
     tokens, d, m = n + (1 if class_token else 0), dim, mlp_dim
     per_layer = {
         "qkv": 2 * tokens * d * 3 * d,
