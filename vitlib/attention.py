@@ -7,6 +7,12 @@ from einops import rearrange
 from torch import nn
 
 
+def attention_weights(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """A = softmax(q k^T / sqrt(D_h) + bias) (eq. 6), for q, k of shape (..., N, D_h); `bias`: additive logits."""
+    logits = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    return (logits if bias is None else logits + bias).softmax(dim=-1)
+
+
 class RelativePosition(nn.Module):
     """1D relative attention (appendix D.4): one learned key embedding per offset i - j, whose logits q_i . r_{i-j}
     are added to the content logits before the softmax."""
@@ -55,10 +61,7 @@ class MultiHeadSelfAttention(nn.Module):
         if self.fused and not return_weights:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
         else:
-            logits = (q * self.scale) @ k.transpose(-2, -1)   # (B, H, N, N)
-            if bias is not None:
-                logits = logits + bias
-            weights = logits.softmax(dim=-1)
+            weights = attention_weights(q, k, bias)   # (B, H, N, N)
             out = F.dropout(weights, dropout, self.training) @ v
         out = self.proj(rearrange(out, "b h n d -> b n (h d)"))
         return (out, weights) if return_weights else out

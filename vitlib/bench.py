@@ -15,6 +15,8 @@ from typing import Callable
 
 import torch
 
+from .attention import attention_weights
+
 
 def time_call(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> float:
     """The median wall time of `fn()` in seconds over `repeats` calls, after `warmup` untimed calls."""
@@ -37,7 +39,7 @@ def attention_weights_bytes(n: int, heads: int = 1, batch: int = 1, dtype: torch
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q k^T / sqrt(D_h)) v written out (appendix A, eq. 6-7); returns (output, weights A)."""
-    weights = (q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(dim=-1)
+    weights = attention_weights(q, k)
     return weights @ v, weights
 
 
