@@ -106,3 +106,76 @@ def plot_position_similarity(source, grid: tuple[int, int] | None = None, ax=Non
     if colorbar:
         ax.figure.colorbar(im, ax=ax, shrink=0.8, label="Cosine similarity")
     return ax
+
+
+# ------------------------------------------------------------------------- the structure of E_pos, as numbers
+def _pair_geometry(gh: int, gw: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Euclidean and Chebyshev distances (N, N) between the patches of a gh x gw grid, in patch units."""
+    from .inspection import patch_distances
+    r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
+    r, c = r.flatten().double(), c.flatten().double()
+    chebyshev = torch.maximum((r[:, None] - r[None]).abs(), (c[:, None] - c[None]).abs())
+    return patch_distances((gh, gw), 1), chebyshev
+
+
+def similarity_by_distance(source, grid: tuple[int, int] | None = None) -> list[tuple[float, float, int]]:
+    """Fig. 7 (center) as a curve: for each distance between two patches (Euclidean, in patches), the mean cosine
+    similarity of their position embeddings and the number of pairs, as (distance, mean similarity, pairs) rows
+    sorted by distance; a patch with itself (distance 0) is left out."""
+    sim = position_similarity(source, grid)
+    n, gh, gw = sim.shape
+    flat = sim.reshape(n, n).double()
+    dist, _ = _pair_geometry(gh, gw)
+    rounded = (dist * 1e6).round() / 1e6  # sqrt(2) from different pairs must fall in one bin
+    out = []
+    for d in sorted(set(rounded[~torch.eye(n, dtype=torch.bool)].tolist())):
+        mask = rounded == d
+        out.append((float(d), float(flat[mask].mean()), int(mask.sum()) // 2))
+    return out
+
+
+def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
+    """Numbers for what Fig. 7 (center) shows, "closer patches tend to have more similar position embeddings" (§4.5):
+
+    neighbour             mean cosine similarity of the E_pos of side-by-side patches (sharing an edge);
+    far                   mean over pairs at least half the grid apart along rows or columns
+                          (Chebyshev distance >= ceil(max(gh, gw) / 2));
+    gap                   neighbour - far: > 0 when near patches are more alike than far ones;
+    distance_corr         Pearson correlation of similarity and distance over all pairs (< 0: similarity falls off
+                          with distance);
+    nearest_is_neighbour  fraction of patches whose most similar *other* patch touches it (8-neighbourhood);
+    chance_nearest        the same fraction expected when the most similar other patch is a random one;
+    self_is_max           fraction of patches whose E_pos is more similar to itself than to any other patch (1.0
+                          unless two patches share an embedding, e.g. all-zero or duplicated rows).
+
+    Random (untrained) embeddings give gap ~ 0, distance_corr ~ 0 and nearest_is_neighbour ~ chance_nearest.
+    """
+    sim = position_similarity(source, grid)
+    n, gh, gw = sim.shape
+    if n < 2:
+        raise ValueError(f"a grid of {gh}x{gw} patches has no pairs to compare: it needs at least 2 patches.")
+    flat = sim.reshape(n, n).double()
+    dist, cheb = _pair_geometry(gh, gw)
+    off = ~torch.eye(n, dtype=torch.bool)
+    adjacent = (dist - 1).abs() < 1e-9
+    far = cheb >= math.ceil(max(gh, gw) / 2)
+    if not adjacent.any() or not far.any():
+        raise ValueError(f"a grid of {gh}x{gw} patches is too small to tell near from far patches.")
+    x, y = dist[off], flat[off]
+    x, y = x - x.mean(), y - y.mean()
+    denom = float((x.norm() * y.norm()))
+    others = flat.masked_fill(~off, float("-inf"))
+    nearest = others.argmax(dim=1)
+    touching = (cheb <= 1) & off
+    neighbour = float(flat[adjacent].mean())
+    far_mean = float(flat[far].mean())
+    return {
+        "grid": (gh, gw),
+        "neighbour": neighbour,
+        "far": far_mean,
+        "gap": neighbour - far_mean,
+        "distance_corr": float((x * y).sum()) / denom if denom > 0 else 0.0,
+        "nearest_is_neighbour": float(touching[torch.arange(n), nearest].double().mean()),
+        "chance_nearest": float((touching.sum(dim=1).double() / (n - 1)).mean()),
+        "self_is_max": float((flat.diagonal() > others.max(dim=1).values + 1e-6).double().mean()),
+    }

@@ -215,7 +215,7 @@ def _mini(root: Path, download: bool):
 
 
 def synthetic_position(n: int, size: int = 32, mark: int = 4, seed: int = 0) -> TensorSplit:
-    """The label (0-3) is the quadrant that holds a bright mark; the background is noise with a distractor blob.
+    """The label (0-3) is the quadrant that holds a bright `mark` x `mark` square; the background is uniform noise.
 
     Every quadrant sees the same distribution of patch contents, so a ViT without position embeddings (permutation
     invariant over patches) cannot beat chance (25%); with E_pos it can. Marks are placed on a grid of `mark` pixels.

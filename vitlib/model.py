@@ -9,7 +9,7 @@ from torch import nn
 from .embedding import ClassToken, PatchEmbedding
 from .encoder import EncoderBlock
 from .heads import ClassifierHead
-from .hybrid import HybridEmbedding, resnet_stem
+from .hybrid import HybridEmbedding, hybrid_stem
 from .patches import check_patch_size
 from .position import PositionEmbedding, check_kind
 
@@ -24,7 +24,7 @@ VARIANTS = {
     "Mini": dict(dim=128, depth=6, heads=4, mlp_dim=256),
 }
 _ALIASES = {"Tiny": "Ti", "Small": "S", "Base": "B", "Large": "L", "Huge": "H"}
-_NAME = re.compile(r"^(?:(?P<cnn>R\d+)\+)?ViT-(?P<size>[A-Za-z]+)/(?P<patch>\d+)$")
+_NAME = re.compile(r"^(?:(?P<cnn>R\d+(?:-w\d+)?)\+)?ViT-(?P<size>[A-Za-z]+)/(?P<patch>\d+)$")
 
 
 class VisionTransformer(nn.Module):
@@ -52,7 +52,7 @@ class VisionTransformer(nn.Module):
         self.image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)  # (H, W)
         self.in_channels, self.pool = in_channels, pool
         if hybrid:
-            self.patch_embed = HybridEmbedding(resnet_stem(hybrid, patch_size, in_channels), image_size, in_channels,
+            self.patch_embed = HybridEmbedding(hybrid_stem(hybrid, patch_size, in_channels), image_size, in_channels,
                                                dim, patch_size)
         else:
             check_patch_size(image_size, patch_size)
@@ -139,12 +139,13 @@ class VisionTransformer(nn.Module):
 
 
 def parse_name(name: str) -> dict:
-    """'ViT-B/16' -> Table 1's B with P=16; 'R50+ViT-B/16' -> the hybrid with a ResNet-50 stem of total stride 16."""
+    """'ViT-B/16' -> Table 1's B with P=16; 'R50+ViT-B/16' -> the hybrid with a ResNet-50 stem of total stride 16;
+    'R8+ViT-Micro/4' (or 'R8-w8+...', width 8) -> a small ResNet-8 stem of total stride 4 for 28/32 px images."""
     m = _NAME.match(name.strip())
     size = _ALIASES.get(m["size"], m["size"]) if m else None
     if not m or size not in VARIANTS:
         raise ValueError(f"unknown model variant {name!r}: use 'ViT-<size>/<patch>' with size one of "
-                         f"{', '.join(VARIANTS)} (e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16'.")
+                         f"{', '.join(VARIANTS)} (e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16' / 'R8+ViT-Micro/4'.")
     cfg = dict(VARIANTS[size], patch_size=int(m["patch"]))
     if m["cnn"]:
         cfg["hybrid"] = "resnet" + m["cnn"][1:]

@@ -1,0 +1,86 @@
+"""vitlib.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance tests."""
+import pytest
+import torch
+from torch import nn
+
+from vitlib import create_model
+from vitlib.cnn import SmallResNet
+from vitlib.datasets import Dataset, TensorSplit
+from vitlib.datasize import (condition_name, equivariance_error, fraction_of, gaps, run_fractions, shift, train_steps,
+                             vit_token_map)
+from vitlib.experiments import Experiment
+from vitlib.train import TrainConfig
+
+
+def tiny_data(n=200, classes=4, size=8):
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(n) % classes
+    images = (torch.rand(n, 1, size, size, generator=g) * 100).to(torch.uint8)
+    images[:, :, 0, :] = (labels * 60).view(-1, 1, 1).to(torch.uint8)  # the label is readable from the first row
+    split = lambda k: TensorSplit(images[:k].clone(), labels[:k].clone())
+    return Dataset("tiny", split(n), None, split(40), tuple("abcd"[:classes]), 1, size, (0.5,), (0.25,))
+
+
+def test_fraction_of_is_stratified_nested_and_leaves_test_alone():
+    data = tiny_data()
+    small, large = fraction_of(data, 0.1, seed=3), fraction_of(data, 0.5, seed=3)
+    assert len(small.train) == 20 and len(large.train) == 100
+    assert torch.bincount(small.train.labels).tolist() == [5, 5, 5, 5]
+    as_set = lambda s: {tuple(x.flatten().tolist()) for x in s.train.images}
+    assert as_set(small) <= as_set(large)
+    assert small.test is data.test and fraction_of(data, 1.0) is data
+    with pytest.raises(ValueError, match="fraction must be in"):
+        fraction_of(data, 0.0)
+
+
+def test_train_steps_takes_exactly_the_budget_and_learns():
+    data = tiny_data()
+    calls = []
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 4))
+    model.register_forward_hook(lambda *a: calls.append(1) if model.training else None)
+    r = train_steps(TrainConfig(lr=0.05, batch_size=32, device="cpu"), model, fraction_of(data, 0.2, 0), steps=25)
+    assert len(calls) == 25 and r.steps == 25 and r.n_train == 40
+    assert r.epochs == pytest.approx(25 * 32 / 40)
+    assert r.test["n"] == 40 and r.test["acc"] > 0.6  # chance: 0.25
+    with pytest.raises(ValueError, match="at least 1"):
+        train_steps(TrainConfig(device="cpu"), model, data, steps=0)
+
+
+def test_train_steps_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
+    data = fraction_of(tiny_data(), 0.05, 1)  # 10 images < batch size 32
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(4)
+        runs.append(train_steps(TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4),
+                                nn.Sequential(nn.Flatten(), nn.Linear(64, 4)), data, steps=5))
+    assert runs[0].epochs == 5
+    assert runs[0].test == runs[1].test and runs[0].train_loss == runs[1].train_loss
+
+
+def test_run_fractions_records_every_model_fraction_and_seed():
+    data = tiny_data()
+    exp = Experiment("ds")
+    models = {"lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
+              "cnn": lambda seed: SmallResNet(8, 4, 1, 4)}
+    rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], TrainConfig(lr=0.01, batch_size=16, device="cpu"), steps=3)
+    assert len(rows) == 2 * 2 * 2
+    assert exp.conditions() == [condition_name(m, f) for m in models for f in (0.1, 0.5)]
+    assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
+    g = gaps(exp, "lin", "cnn", [0.1, 0.5])
+    assert [x["fraction"] for x in g] == [0.1, 0.5] and all(x["se"] >= 0 for x in g)
+
+
+def test_a_circular_conv_is_translation_equivariant_and_vit_only_for_whole_patches_without_pos_embed():
+    torch.manual_seed(0)
+    x = torch.randn(2, 1, 28, 28)
+    conv = nn.Conv2d(1, 4, 3, padding=1, padding_mode="circular")
+    assert equivariance_error(conv, x, 3, 5) < 1e-5
+    assert torch.equal(shift(x, 28, 0), x)
+    vit = create_model("ViT-Micro/7", 10, 28, 1, dim=32, depth=2, heads=2, mlp_dim=64, pos_embed="none").eval()
+    f = lambda im: vit_token_map(vit, im)
+    assert f(x).shape == (2, 32, 4, 4)
+    assert equivariance_error(f, x, 7, 14, stride=7) < 1e-4           # whole patches: the tokens move along
+    with_pos = create_model("ViT-Micro/7", 10, 28, 1, dim=32, depth=2, heads=2, mlp_dim=64).eval()
+    assert equivariance_error(lambda im: vit_token_map(with_pos, im), x, 7, 14, stride=7) > 1e-2
+    with pytest.raises(ValueError, match="multiples of 7"):
+        equivariance_error(f, x, 3, 0, stride=7)

@@ -1,0 +1,102 @@
+"""vitlib.shapes: sequence length against patch size, parameter counts without weights, equal-parameter depth/width
+pairs, and the training-throughput measure."""
+import pytest
+import torch
+
+from vitlib import VisionTransformer, count_parameters, create_model
+from vitlib.flops import vit_flops
+from vitlib.shapes import (depth_width_pair, logged_throughput, parameter_count, sequence_length, train_throughput,
+                           width_for_parameters)
+
+BASE = dict(image_size=28, patch_size=7, in_channels=1, num_classes=10)
+
+
+@pytest.mark.parametrize("patch_size,n", [(4, 49), (7, 16), (14, 4), (28, 1)])
+def test_sequence_length_is_hw_over_p_squared(patch_size, n):
+    assert sequence_length(28, patch_size) == n == 28 * 28 // patch_size ** 2
+    assert sequence_length(28, patch_size, class_token=True) == n + 1
+    assert sequence_length((224, 224), 16) == 196 and sequence_length(224, 32) == 49  # ViT-B/16 and B/32
+
+
+def test_sequence_length_rejects_a_patch_that_does_not_divide():
+    with pytest.raises(ValueError, match="does not divide"):
+        sequence_length(28, 5)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pos_embed": "sincos2d"}, {"pos_embed": "relative"}, {"pool": "gap"},
+                                       {"patch_size": 4, "dim": 32, "depth": 3, "mlp_dim": 80}, {"head_hidden": 16}])
+def test_parameter_count_equals_the_built_model(overrides):
+    config = {**BASE, "dim": 64, "depth": 4, "heads": 4, "mlp_dim": 128, **overrides}
+    assert parameter_count(**config) == count_parameters(VisionTransformer(**config))
+
+
+def test_parameter_count_of_table_1_without_allocating():
+    # ViT-B/16 at 224, 1000 classes: 86,567,656 (notebook 05); built on the meta device, so instantly
+    assert parameter_count(dim=768, depth=12, heads=12, mlp_dim=3072, patch_size=16) == 86_567_656
+    assert parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2) == \
+        count_parameters(create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
+    with pytest.raises(ValueError, match="not both"):
+        parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2, mlp_dim=128)
+
+
+def test_width_for_parameters_is_the_closest_multiple_of_heads():
+    target = parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2)
+    assert width_for_parameters(target, depth=4, heads=4, mlp_ratio=2, **BASE) == 64
+    dim = width_for_parameters(target, depth=2, heads=4, mlp_ratio=2, **BASE)
+    assert dim % 4 == 0
+    gaps = {d: abs(parameter_count(**BASE, dim=d, depth=2, heads=4, mlp_ratio=2) - target) for d in (dim - 4, dim, dim + 4)}
+    assert gaps[dim] == min(gaps.values())
+    with pytest.raises(ValueError, match="raise max_dim"):
+        width_for_parameters(10 * target, depth=1, heads=4, max_dim=64, **BASE)
+    with pytest.raises(ValueError, match="positive"):
+        width_for_parameters(0, depth=2, **BASE)
+
+
+def test_depth_width_pair_has_equal_parameters_and_the_asked_shapes():
+    deep, wide = depth_width_pair(dict(dim=48, depth=8, heads=4, mlp_ratio=2), shallow_depth=2, **BASE)
+    assert (deep["depth"], deep["dim"], deep["mlp_dim"]) == (8, 48, 96)
+    assert wide["depth"] == 2 and wide["dim"] > deep["dim"] and wide["mlp_dim"] == 2 * wide["dim"]
+    n_deep, n_wide = parameter_count(**deep), parameter_count(**wide)
+    assert abs(n_deep - n_wide) / n_deep < 0.05
+    assert n_deep == count_parameters(VisionTransformer(**deep)) and n_wide == count_parameters(VisionTransformer(**wide))
+    # same parameters, about the same FLOPs per image: both are ~ depth x 12 D^2 per token
+    f_deep, f_wide = vit_flops(**deep)["total"], vit_flops(**wide)["total"]
+    assert 0.8 < f_deep / f_wide < 1.25
+    # mlp_dim in `deep` sets the ratio too
+    deep2, wide2 = depth_width_pair(dict(dim=48, depth=8, heads=4, mlp_dim=192), shallow_depth=2, **BASE)
+    assert deep2["mlp_dim"] == 192 and wide2["mlp_dim"] == 4 * wide2["dim"]
+
+
+def test_depth_width_pair_errors():
+    with pytest.raises(ValueError, match="shallow_depth"):
+        depth_width_pair(dict(dim=48, depth=4), shallow_depth=4, **BASE)
+    with pytest.raises(ValueError, match="needs at least dim and depth"):
+        depth_width_pair(dict(dim=48), shallow_depth=2, **BASE)
+    with pytest.raises(ValueError, match="tolerance"):  # 64 heads: widths jump in steps of 64, too coarse to match
+        depth_width_pair(dict(dim=64, depth=3, heads=64, mlp_ratio=2), shallow_depth=1, tolerance=0.001, **BASE)
+
+
+def test_train_throughput_measures_and_leaves_the_model_alone(one_thread):
+    model = VisionTransformer(**BASE, dim=16, depth=1, heads=2, mlp_dim=32)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    threads = torch.get_num_threads()
+    ips = train_throughput(model, batch_size=8, steps=1, repeats=2, threads=1)
+    assert ips > 0 and torch.get_num_threads() == threads
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match="at least 1"):
+        train_throughput(model, batch_size=0)
+
+
+def test_train_throughput_of_a_cnn_needs_the_image_size(one_thread):
+    from vitlib.cnn import create_cnn
+
+    cnn = create_cnn("ResNet-8", 10, 1)
+    with pytest.raises(ValueError, match="image_size"):
+        train_throughput(cnn, batch_size=4)
+    assert train_throughput(cnn, batch_size=4, steps=1, repeats=1, image_size=28, in_channels=1) > 0
+
+
+def test_logged_throughput_is_the_median():
+    assert logged_throughput([{"images_per_s": 100.0}, {"images_per_s": 300.0}, {"images_per_s": 200.0}]) == 200.0
+    with pytest.raises(ValueError, match="result.steps"):
+        logged_throughput([{"loss": 1.0}])
