@@ -15,12 +15,12 @@ network seems to result in the smallest changes", and that "scaling should empha
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .bench import time_call
 from .model import VisionTransformer
 from .patches import check_patch_size
 
@@ -135,15 +135,10 @@ def train_throughput(model: nn.Module, batch_size: int = 64, steps: int = 5, rep
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        run()  # warm-up: allocations, AdamW's state
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+        seconds = time_call(run, repeats=repeats, warmup=1)  # the warm-up: allocations, AdamW's state
     finally:
         torch.set_num_threads(before)
-    return batch_size * steps / statistics.median(times)
+    return batch_size * steps / seconds
 
 
 def logged_throughput(steps: list[dict]) -> float:
