@@ -29,8 +29,10 @@ setup: $(STAMP)
 course: setup
 	$(PY) scripts/run_course.py
 
+# one pytest-xdist worker per core, one thread each (the course's models are too small for two threads to pay);
+# --dist loadscope keeps every notebook's cells, in order, on one worker
 test: setup
-	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

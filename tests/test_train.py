@@ -21,7 +21,7 @@ from torch import nn
 
 from vitlib.checkpoint import CheckpointError, read_checkpoint
 from vitlib.cnn import SmallResNet, create_cnn
-from vitlib.train import HELP, NonFiniteLossError, TrainConfig, main, make_parser, train
+from vitlib.train import HELP, NonFiniteLossError, TrainConfig, main, parse_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
 # ViT-Micro with 7x7 patches (16 tokens): 8 steps of 64 images per epoch, a few seconds a run on 2 CPU cores
@@ -292,9 +292,8 @@ def test_cli_help_lists_every_option(capsys):
 
 
 def test_cli_parses_into_the_config():
-    args = vars(make_parser().parse_args(["--subset", "512", "--image-size", "none", "--dropout", "0.1", "--no-progress",
-                                          "--resume", "--pos-embed", "sincos2d", "--time-budget", "1.5"]))
-    cfg = TrainConfig(**args)
+    cfg = parse_config(["--subset", "512", "--image-size", "none", "--dropout", "0.1", "--no-progress", "--resume",
+                        "--pos-embed", "sincos2d", "--time-budget", "1.5"])
     assert cfg.subset == 512 and cfg.image_size is None and cfg.dropout == 0.1 and cfg.pos_embed == "sincos2d"
     assert cfg.progress is False and cfg.resume is True and cfg.time_budget == 1.5
     assert dataclasses.replace(cfg, subset=None, dropout=None, progress=True, resume=False, pos_embed=None,

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -113,6 +115,37 @@ def prepare_for_finetuning(model: VisionTransformer, num_classes: int, image_siz
         else:
             new = fresh_pos_embed(old, n, prefix, torch.Generator().manual_seed(seed))
         model.pos_embed.weight = nn.Parameter(new.contiguous())
+    return model
+
+
+def load_pretrained(path: str | Path) -> VisionTransformer:
+    """The ViT that `vitlib.train` saved in `path` (a run folder or its model.safetensors), built from the saved
+    configuration: with its pre-training head after supervised pre-training, headless after MAE / MPP (only the
+    encoder is kept: the decoder, [mask] token and predictor belong to the pre-training task). Then
+    `prepare_for_finetuning` puts the zero-initialised head on."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    file = path / "model.safetensors" if path.is_dir() else path
+    if not file.exists():
+        raise FileNotFoundError(f"no pre-trained model at {file}: give the output folder of a vitlib.train run "
+                                f"(it holds model.safetensors once the run has finished).")
+    with safe_open(str(file), "pt") as f:
+        meta = f.metadata() or {}
+    if "model_config" not in meta:
+        raise ValueError(f"{file} has no model_config in its metadata: it was not written by vitlib.train.")
+    config = json.loads(meta["model_config"])
+    kind, objective = config.pop("kind", "VisionTransformer"), config.pop("objective", "classify")
+    if kind not in ("VisionTransformer", "MAE", "MaskedPatchPrediction"):
+        raise ValueError(f"{file} holds a {kind}, not a ViT: only ViTs can be loaded for fine-tuning.")
+    if isinstance(config.get("image_size"), list):
+        config["image_size"] = tuple(config["image_size"])
+    state = load_file(str(file))
+    if objective != "classify":
+        state = {k[len("vit."):]: v for k, v in state.items() if k.startswith("vit.")}
+    model = VisionTransformer(**config)
+    model.load_state_dict(state)
     return model
 
 

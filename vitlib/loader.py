@@ -15,6 +15,7 @@ import torchvision.transforms.v2 as T
 from .datasets import TensorSplit
 
 AUGMENTATIONS = ("none", "crop-flip", "randaugment")
+RANDAUGMENT_GROUPS = 16  # on a GPU, RandAugment draws one op per group of images, not per image (see TensorLoader)
 
 
 def check_augment(augment: str) -> str:
@@ -34,13 +35,14 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int,
     """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised.
 
     The draws are made for `total` images (default: this batch) and rows offset.. are used: a process that holds one
-    shard of a global batch augments its images exactly as the whole batch would be augmented."""
+    shard of a global batch augments its images exactly as the whole batch would be augmented. They are made on the
+    generator's device: with a CUDA generator nothing is copied from the host, so the step never waits for it."""
     b, _, h, w = images.shape
-    total, mine = total or b, slice(offset, offset + b)
+    total, mine, where = total or b, slice(offset, offset + b), generator.device
     padded = F.pad(images, (pad, pad, pad, pad))
-    dy = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator)[mine].to(images.device)
-    dx = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator)[mine].to(images.device)
-    flip = (torch.rand(total, 1, generator=generator) < 0.5)[mine].to(images.device)
+    dy = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
+    dx = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
+    flip = (torch.rand(total, 1, generator=generator, device=where) < 0.5)[mine].to(images.device)
     rows = torch.arange(h, device=images.device)[None] + dy                       # (B, H)
     cols = torch.arange(w, device=images.device)[None].expand(b, w)
     cols = torch.where(flip, w - 1 - cols, cols) + dx                             # (B, W)
@@ -49,13 +51,25 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int,
 
 
 class TensorLoader:
-    """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`."""
+    """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`.
+
+    The whole split is held on `device` as uint8 (Fashion-MNIST's 60,000 images are 47 MB), so a batch is an index
+    and the augmentation runs there too. On the CPU every image gets its own RandAugment draw; on a GPU, where one
+    small kernel per image and op would leave it idle, the batch is cut into `randaugment_groups` groups (default
+    RANDAUGMENT_GROUPS) that share a draw, and the crop-flip offsets are drawn by a CUDA generator (no host-to-device
+    copy, no sync)."""
 
     def __init__(self, split: TensorSplit, batch_size: int, mean, std, shuffle: bool = False, augment: str = "none",
                  seed: int = 0, drop_last: bool = False, device: str | torch.device = "cpu", rank: int = 0,
-                 world_size: int = 1):
+                 world_size: int = 1, randaugment_groups: int | None = None):
         if batch_size % world_size:
             raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
+        if randaugment_groups is not None and randaugment_groups < 1:
+            raise ValueError(f"randaugment_groups must be at least 1 (or None: per image on the CPU, "
+                             f"{RANDAUGMENT_GROUPS} groups on a GPU), got {randaugment_groups}.")
+        if randaugment_groups is None and torch.device(device).type == "cuda":
+            randaugment_groups = RANDAUGMENT_GROUPS
+        self.randaugment_groups = randaugment_groups
         self.split = split.to(device)
         self.batch_size, self.shuffle, self.augment, self.seed = batch_size, shuffle, check_augment(augment), seed
         self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
@@ -85,7 +99,12 @@ class TensorLoader:
             # random draws for the whole global batch, of which this process uses its rows: sharded or not, the
             # global batch is augmented the same way (and no two processes repeat each other's crops)
             g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
-            if self.augment == "randaugment":
+            if self.augment == "randaugment" and self.randaugment_groups:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(batch_seed(self.seed, epoch, step) + self.rank)
+                    parts = images.tensor_split(min(self.randaugment_groups, len(images)))
+                    images = torch.cat([self._randaugment(part) for part in parts])
+            elif self.augment == "randaugment":
                 seeds = torch.randint(0, 2**62, (total,), generator=g)[offset:offset + len(idx)].tolist()
                 with torch.random.fork_rng(devices=[]):
                     augmented = []
@@ -93,6 +112,8 @@ class TensorLoader:
                         torch.manual_seed(seed)
                         augmented.append(self._randaugment(image))
                 images = torch.stack(augmented)
+            if self.device.type == "cuda":
+                g = torch.Generator(device=self.device).manual_seed(batch_seed(self.seed, epoch, step))
             images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8), offset=offset, total=total)
         return (images.float() - self.mean) / self.std, labels
 

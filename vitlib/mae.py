@@ -17,8 +17,9 @@ def random_masking(batch: int, n: int, ratio: float, generator: torch.Generator 
     """Per image, keep a random (1 - ratio) share of the N patches: (keep (B, K) indices in ascending order,
     mask (B, N) bool, True = hidden)."""
     k = max(1, round(n * (1 - ratio)))
-    keep = torch.rand(batch, n, generator=generator).argsort(dim=1)[:, :k].sort(dim=1).values
-    mask = torch.ones(batch, n, dtype=torch.bool)
+    where = generator.device if generator is not None else device  # without a generator, draw where the data is
+    keep = torch.rand(batch, n, generator=generator, device=where).argsort(dim=1)[:, :k].sort(dim=1).values
+    mask = torch.ones(batch, n, dtype=torch.bool, device=where)
     mask.scatter_(1, keep, False)
     return keep.to(device), mask.to(device)
 

@@ -27,9 +27,10 @@ def corruption_plan(batch: int, n: int, ratio: float = 0.5, mask: float = 0.8, r
     """Which patches are corrupted and how: (corrupted (B, N) bool with round(ratio N) True per image,
     kind (B, N) int8: 0 kept, 1 [mask], 2 random other patch, 3 corrupted but kept as it is)."""
     k = round(ratio * n)
-    rank = torch.rand(batch, n, generator=generator).argsort(dim=1).argsort(dim=1)
+    where = generator.device if generator is not None else device  # without a generator, draw where the data is
+    rank = torch.rand(batch, n, generator=generator, device=where).argsort(dim=1).argsort(dim=1)
     corrupted = rank < k
-    u = torch.rand(batch, n, generator=generator)
+    u = torch.rand(batch, n, generator=generator, device=where)
     kind = torch.where(u < mask, 1, torch.where(u < mask + random, 2, 3)).to(torch.int8)
     kind = torch.where(corrupted, kind, torch.zeros_like(kind))
     return corrupted.to(device), kind.to(device)
@@ -62,7 +63,8 @@ class MaskedPatchPrediction(nn.Module):
         b, n, d = x.shape
         corrupted, kind = corruption_plan(b, n, self.ratio, self.mask_p, self.random_p, generator, x.device)
         flat = x.reshape(b * n, d)
-        other = flat[torch.randint(0, b * n, (b * n,), generator=generator).to(x.device)].view(b, n, d)
+        where = generator.device if generator is not None else x.device
+        other = flat[torch.randint(0, b * n, (b * n,), generator=generator, device=where).to(x.device)].view(b, n, d)
         out = torch.where((kind == 1)[..., None], self.mask_token.to(x.dtype).expand(b, n, d), x)
         out = torch.where((kind == 2)[..., None], other, out)
         return out, corrupted

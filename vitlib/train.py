@@ -4,7 +4,9 @@
     result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
 
     python -m vitlib.train --dataset fashion-mnist-mini --model ViT-Micro/4 --epochs 3 --out runs/first [--resume]
-    torchrun --nproc_per_node=8 -m vitlib.train --dataset imagefolder:/data/imagenet --model ViT-B/16 ...
+    python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet --out runs/b16   # Table 3
+    python -m vitlib.train --preset mae --objective mae ...       # self-supervised, on the same pipeline
+    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet ...
 
 The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
 then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.checkpoint`) hold everything
@@ -35,7 +37,11 @@ from .cnn import create_cnn, is_cnn_name
 from .data import DataError
 from .datasets import Dataset, TensorSplit, get_dataset
 from .loader import AUGMENTATIONS, FolderLoader, TensorLoader, batch_seed
+from .mae import MAE
+from .masked import MaskedPatchPrediction
 from .model import create_model
+from .presets import describe as describe_presets
+from .presets import preset_options
 
 
 @dataclass
@@ -43,6 +49,7 @@ class TrainConfig:
     """Every option of a run; `python -m vitlib.train --help` lists them with these defaults."""
     dataset: str = "fashion-mnist-mini"
     model: str = "ViT-Micro/4"
+    objective: str = "classify"
     out: str | None = None
     epochs: int = 10
     batch_size: int = 128
@@ -75,6 +82,7 @@ class TrainConfig:
     drop_path: float | None = None
     head: str = "linear"
     fused_attention: bool = True
+    channels_last: bool = False
     checkpoint_every: int = 0
     resume: bool = False
     time_budget: float = 0.0
@@ -82,11 +90,21 @@ class TrainConfig:
     eval_test: bool = True
     progress: bool = True
 
+    @classmethod
+    def from_preset(cls, name: str | None, **overrides) -> "TrainConfig":
+        """A named recipe of vitlib.presets (e.g. 'paper-imagenet', 'deit', 'fmnist-5min'); keyword options win."""
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"unknown TrainConfig option(s) {unknown}: see python -m vitlib.train --help.")
+        return cls(**{**preset_options(name), **overrides})
+
 
 HELP = {
     "dataset": "data set name (vitlib.datasets.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
                "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
     "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
+    "objective": "classify (supervised, the labels), mae (masked autoencoder) or mpp (the paper's masked patch "
+                 "prediction, section 4.6): the last two never look at a label",
     "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
     "epochs": "passes over the training set", "batch_size": "global batch size (split across processes)",
     "lr": "peak learning rate", "min_lr": "learning rate at the end of the decay",
@@ -106,11 +124,13 @@ HELP = {
     "dropout": "dropout rate in the encoder", "drop_path": "stochastic depth rate (deepest block)",
     "head": "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)",
     "fused_attention": "F.scaled_dot_product_attention (off: the written-out softmax)",
+    "channels_last": "feed the images (and the patch-embedding convolution) in channels-last memory format",
     "checkpoint_every": "also checkpoint every N steps (0: at epoch ends only)", "resume": "continue from out/checkpoint.safetensors",
     "time_budget": "stop cleanly after this many minutes and save (0: no limit)", "log_every": "steps between progress updates",
     "eval_test": "evaluate on the test set at the end", "progress": "show tqdm progress bars",
 }
 SCHEDULES, PRECISIONS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16", "fp16")
+OBJECTIVES = ("classify", "mae", "mpp")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -137,7 +157,7 @@ class Result:
 # ------------------------------------------------------------------------------------------------------- pieces
 def check_config(cfg: TrainConfig) -> None:
     for name, allowed in (("schedule", SCHEDULES), ("precision", PRECISIONS), ("augment", AUGMENTATIONS),
-                          ("head", ("linear", "mlp"))):
+                          ("head", ("linear", "mlp")), ("objective", OBJECTIVES)):
         if getattr(cfg, name) not in allowed:
             raise ValueError(f"unknown {name} {getattr(cfg, name)!r}: choose one of {', '.join(allowed)}.")
     for name in ("epochs", "batch_size"):
@@ -147,12 +167,27 @@ def check_config(cfg: TrainConfig) -> None:
         raise ValueError(f"lr must be positive, got {cfg.lr}.")
     if cfg.resume and not cfg.out:
         raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")
+    if cfg.objective != "classify":
+        used = [k for k in ("mixup", "cutmix", "label_smoothing") if getattr(cfg, k)]
+        if used:
+            raise ValueError(f"objective={cfg.objective!r} never looks at a label, so {', '.join(used)} has nothing to "
+                             f"act on: set {' and '.join(f'{k}=0' for k in used)}.")
+        if is_cnn_name(cfg.model):
+            raise ValueError(f"objective={cfg.objective!r} pre-trains a ViT; {cfg.model!r} is a CNN.")
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
-    """The model named by cfg.model, sized for the data set."""
+    """The model named by cfg.model, sized for the data set; for a self-supervised objective, the ViT without a head
+    wrapped in its objective (MAE or MaskedPatchPrediction), whose forward returns the loss."""
     if is_cnn_name(cfg.model):
         return create_cnn(cfg.model, data.num_classes, data.in_channels)
+    if cfg.objective != "classify":
+        extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
+        vit = create_model(cfg.model, num_classes=0, image_size=data.image_size, in_channels=data.in_channels,
+                           fused=cfg.fused_attention, **extra)
+        if cfg.objective == "mae":
+            return MAE(vit)
+        return MaskedPatchPrediction(vit, mean=data.mean, std=data.std)
     extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
     if cfg.head == "mlp":
         extra["head_hidden"] = None  # set below once the width is known
@@ -214,27 +249,56 @@ def make_loader(split, data: Dataset, cfg: TrainConfig, train: bool, device, ran
     return FolderLoader(split, data.image_size, num_workers=cfg.num_workers, **kw)
 
 
+def objective_of(model: nn.Module) -> str:
+    """'mae', 'mpp' or 'classify': what the model's forward computes."""
+    model = getattr(model, "module", model)  # DDP, EMA (AveragedModel) and torch.compile wrappers
+    model = getattr(model, "_orig_mod", model)
+    return "mae" if isinstance(model, MAE) else "mpp" if isinstance(model, MaskedPatchPrediction) else "classify"
+
+
+def batch_loss(net: nn.Module, images: torch.Tensor, targets: torch.Tensor, objective: str = "classify",
+               label_smoothing: float = 0.0, reduction: str = "mean"):
+    """(loss, correct predictions in the batch or None, logits or None) for one batch: cross-entropy on the labels, or the
+    self-supervised objective's own loss (MPP: the hidden patches' colour classes; MAE: pixels, no accuracy)."""
+    if objective == "classify":
+        logits = net(images).float()
+        loss = F.cross_entropy(logits, targets, label_smoothing=label_smoothing, reduction=reduction)
+        hard = targets.argmax(1) if targets.ndim == 2 else targets
+        return loss, (logits.argmax(1) == hard).sum(), logits
+    out = net(images)
+    loss = out[0] * len(images) if reduction == "sum" else out[0]
+    return loss, (out[1] * len(images) if objective == "mpp" else None), None
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, dtype: torch.dtype | None = None, return_predictions: bool = False):
-    """Mean loss and accuracy over a loader (all processes' shares summed under DDP)."""
+    """Mean loss and accuracy over a loader (all processes' shares summed under DDP). For MAE there is no accuracy;
+    the self-supervised objectives hide the same patches at every evaluation (a fixed seed per batch)."""
     model.eval()
     device = loader.device
+    objective = objective_of(model)
     totals = torch.zeros(3, device=device, dtype=torch.float64)  # loss sum, correct, count
     preds, labels = [], []
-    for images, y in loader.epoch(0):
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(images)
-        logits = logits.float()
-        totals += torch.stack([F.cross_entropy(logits, y, reduction="sum").double(),
-                               (logits.argmax(1) == y).sum().double(), torch.tensor(len(y), device=device, dtype=torch.float64)])
-        if return_predictions:
+    for step, (images, y) in enumerate(loader.epoch(0)):
+        with torch.random.fork_rng(devices=[] if objective == "classify" else None):
+            if objective != "classify":
+                torch.manual_seed(batch_seed(0, 0, step))
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                loss, correct, logits = batch_loss(model, images, y, objective, reduction="sum")
+        totals[0] += loss.double()
+        if correct is not None:
+            totals[1] += correct.double()
+        totals[2] += len(y)
+        if return_predictions and logits is not None:
             preds.append(logits.argmax(1).cpu())
             labels.append(y.cpu())
     if dist.is_initialized():
         dist.all_reduce(totals)
     loss, correct, count = totals.tolist()
     out = {"loss": loss / max(count, 1), "acc": correct / max(count, 1), "n": int(count)}
-    if return_predictions:
+    if objective == "mae":
+        del out["acc"]
+    if return_predictions and preds:
         out["predictions"], out["labels"] = torch.cat(preds), torch.cat(labels)
     return out
 
@@ -326,7 +390,14 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     data = data or get_dataset(cfg.dataset, root=cfg.data_root, download=cfg.download, val_fraction=cfg.val_fraction,
                                subset=cfg.subset, image_size=cfg.image_size, seed=cfg.seed)
     model = (model or build_model(cfg, data)).to(device)
-    model_config = dict(getattr(model, "config", {}), kind=type(model).__name__)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    objective = objective_of(model)
+    if objective != cfg.objective:
+        raise ValueError(f"objective={cfg.objective!r} but the model given computes {objective!r}: wrap the ViT in "
+                         f"vitlib.mae.MAE / vitlib.masked.MaskedPatchPrediction, or set objective={objective!r}.")
+    model_config = dict(getattr(model, "config", None) or getattr(getattr(model, "vit", None), "config", {}),
+                        kind=type(model).__name__, objective=objective)
     train_loader = make_loader(data.train, data, cfg, True, device, rank, world)
     eval_loaders = {name: make_loader(split, data, cfg, False, device, rank, world)
                     for name, split in (("val", data.val), ("test", data.test)) if split is not None}
@@ -417,9 +488,12 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(batch_seed(cfg.seed + 1, epoch, i))
                     images, targets = mixer(images, labels)
+            if cfg.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            if objective != "classify":  # which patches are hidden depends on (seed, epoch, step) only: resumable
+                torch.manual_seed(batch_seed(cfg.seed + 2, epoch, i))
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = step_fn(images)
-            loss = F.cross_entropy(logits.float(), targets, label_smoothing=cfg.label_smoothing)
+                loss, correct, _ = batch_loss(step_fn, images, targets, objective, cfg.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             scaler.scale(loss).backward()
             if cfg.grad_clip > 0:
@@ -430,10 +504,11 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
             scheduler.step()
             if ema is not None:
                 ema.update_parameters(model)
-            with torch.no_grad():
-                hard = targets.argmax(1) if targets.ndim == 2 else targets
-                sums += torch.stack([loss.detach().double() * len(labels), (logits.argmax(1) == hard).sum().double(),
-                                     torch.tensor(len(labels), device=device, dtype=torch.float64)])
+            with torch.no_grad():  # no host-device copy or sync in the step: scalars go in as kernel arguments
+                sums[0] += loss.detach().double() * len(labels)
+                if correct is not None:
+                    sums[1] += correct.double()
+                sums[2] += len(labels)
                 bad_step = torch.where((bad_step == NO_STEP) & ~torch.isfinite(loss.detach()), step, bad_step)
             n_log += len(labels) * world
             last = i + 1 == steps_per_epoch
@@ -443,8 +518,11 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
                 ips = n_log / (time.perf_counter() - t_log)
                 row = {"step": step + 1, "epoch": epoch + (i + 1) / steps_per_epoch, "loss": loss_sum / count,
                        "acc": correct / count, "lr": scheduler.get_last_lr()[0], "images_per_s": ips}
+                if objective == "mae":
+                    del row["acc"]
                 logs.step(row)
-                bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row['acc']:.3f}", img_s=f"{ips:.0f}", refresh=False)
+                bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row.get('acc', float('nan')):.3f}", img_s=f"{ips:.0f}",
+                                refresh=False)
                 t_log, n_log = time.perf_counter(), 0
             bar.update(1)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
@@ -465,14 +543,17 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         row = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, "train_loss": loss_sum / max(count, 1),
                "train_acc": correct / max(count, 1), "lr": scheduler.get_last_lr()[0],
                "time_s": time.perf_counter() - started}
+        if objective == "mae":
+            del row["train_acc"]
         split = "val" if "val" in eval_loaders else "test"   # without a validation split, watch the test set
         if split in eval_loaders:
             ev = evaluate(ema.module if ema else model, eval_loaders[split], dtype)
-            row.update({f"{split}_loss": ev["loss"], f"{split}_acc": ev["acc"]})
+            row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
         logs.epoch(row)
-        if show and f"{split}_acc" in row:
-            print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f} acc {row['train_acc']:.4f} | "
-                  f"{split} loss {row[f'{split}_loss']:.4f} acc {row[f'{split}_acc']:.4f} | {row['time_s']:.0f} s")
+        if show and f"{split}_loss" in row:
+            acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
+            print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f}{acc('train_acc')} | "
+                  f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s")
         checkpoint(epoch + 1, 0)
     logs.flush()
     final = ema.module if ema else model
@@ -495,9 +576,14 @@ def _parse_optional(kind):
     return parse
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with a preset, its options are the defaults (so any option given explicitly wins)."""
     ap = argparse.ArgumentParser(prog="python -m vitlib.train", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
+    ap.add_argument("--preset", default=preset, metavar="NAME",
+                    help="a named recipe of vitlib.presets (paper-imagenet, deit, mae, mpp, fmnist-5min, ...); options "
+                         "given explicitly override it")
+    ap.add_argument("--list-presets", action="store_true", help="describe every preset and exit")
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
@@ -509,12 +595,27 @@ def make_parser() -> argparse.ArgumentParser:
         if "None" in str(f.type):
             parse = _parse_optional(parse)
         ap.add_argument(flag, type=parse, default=f.default, help=HELP[f.name], metavar=kind.upper())
+    ap.set_defaults(**preset_options(preset))
     return ap
 
 
+def parse_config(argv: list[str] | None = None) -> TrainConfig:
+    """The TrainConfig of a command line: the options of --preset (if any) are the defaults, the options given win."""
+    first, _ = make_parser().parse_known_args(argv)  # which preset, if any, gives the defaults
+    args = vars(make_parser(first.preset).parse_args(argv))
+    del args["preset"], args["list_presets"]
+    return TrainConfig(**args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    cfg = TrainConfig(**vars(args))
+    if make_parser().parse_known_args(argv)[0].list_presets:
+        print(describe_presets())
+        return 0
+    try:
+        cfg = parse_config(argv)
+    except ValueError as err:  # an unknown preset
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         result = train(cfg)
     except (ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, DataError) as err:

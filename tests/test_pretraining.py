@@ -1,0 +1,172 @@
+"""Pre-training on one pipeline: the named recipes (vitlib.presets) and the command line that takes them, the
+self-supervised objectives run by vitlib.train (resumable like supervised runs), and transfer from a run folder
+(vitlib.finetune.load_pretrained)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from vitlib.cnn import is_cnn_name
+from vitlib.finetune import load_pretrained, prepare_for_finetuning
+from vitlib.loader import TensorLoader
+from vitlib.datasets import get_dataset
+from vitlib.model import parse_name
+from vitlib.presets import PRESETS, get_preset, table
+from vitlib.train import TrainConfig, check_config, main, parse_config, train
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=2, lr=3e-3,
+                   warmup_epochs=0.5, val_fraction=0.1, log_every=4, progress=False, eval_test=False)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# ----------------------------------------------------------------------------------------------------- presets
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_is_a_valid_config(name):
+    cfg = TrainConfig.from_preset(name)
+    check_config(cfg)  # raises on an unknown schedule, augmentation, objective, ...
+    assert is_cnn_name(cfg.model) or parse_name(cfg.model)
+    preset = get_preset(name)
+    assert preset.about and preset.source and preset.measured
+
+
+def test_the_paper_preset_is_table_3():
+    """Table 3, ImageNet row, and appendix B.1: Adam(0.9, 0.999), batch 4096, 10k warm-up steps, linear decay, clip 1."""
+    cfg = TrainConfig.from_preset("paper-imagenet")
+    assert (cfg.model, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.dropout) == ("ViT-B/16", 300, 4096, 3e-3, 0.3, 0.1)
+    assert (cfg.beta1, cfg.beta2, cfg.schedule, cfg.grad_clip, cfg.head, cfg.image_size) == (0.9, 0.999, "linear", 1.0, "mlp", 224)
+    assert abs(cfg.warmup_epochs * 1_281_167 / 4096 - 10_000) < 100
+    deit = TrainConfig.from_preset("deit")
+    assert (deit.augment, deit.mixup, deit.cutmix, deit.label_smoothing, deit.drop_path) == ("randaugment", 0.8, 1.0, 0.1, 0.1)
+
+
+def test_unmeasured_presets_say_so():
+    rows = {r["preset"]: r for r in table()}
+    for name in ("fmnist-5min", "cifar10-15min"):
+        assert rows[name]["measured"].startswith("not measured")
+    assert "88.47%" in rows["tta-cpu"]["measured"]  # benchmarks/README.md, results/tta_cpu.json
+    assert json.loads((ROOT / "results" / "tta_cpu.json").read_text())["curve"][-1]["test_acc"] == pytest.approx(0.8847)
+
+
+def test_explicit_options_override_a_preset():
+    cfg = TrainConfig.from_preset("paper-imagenet", batch_size=512, lr=1e-3)
+    assert (cfg.batch_size, cfg.lr, cfg.weight_decay) == (512, 1e-3, 0.3)
+    cli = parse_config(["--preset", "paper-imagenet", "--batch-size", "512", "--lr", "1e-3", "--no-compile"])
+    assert cli == dataclasses.replace(cfg, compile=False)
+    assert parse_config([]) == TrainConfig()  # no preset: the plain defaults
+
+
+def test_unknown_presets_and_options_are_clear_errors(capsys):
+    with pytest.raises(ValueError, match="unknown preset 'paper'.*paper-imagenet"):
+        TrainConfig.from_preset("paper")
+    with pytest.raises(TypeError, match="unknown TrainConfig option.*learning_rate"):
+        TrainConfig.from_preset("deit", learning_rate=1e-3)
+    assert main(["--preset", "paper", "--no-progress"]) == 2
+    assert "unknown preset 'paper'" in capsys.readouterr().err
+
+
+def test_list_presets(capsys):
+    assert main(["--list-presets"]) == 0
+    text = capsys.readouterr().out
+    for name, preset in PRESETS.items():
+        assert f"{name} [{preset.hardware}]" in text
+
+
+# --------------------------------------------------------------------------------- self-supervised on the pipeline
+@pytest.mark.parametrize("objective", ["mae", "mpp"])
+def test_self_supervised_objectives_train_through_the_engine(objective, tmp_path):
+    r = train(dataclasses.replace(BASE, objective=objective, epochs=3, out=str(tmp_path / objective)))
+    losses = [row["train_loss"] for row in r.history]
+    assert losses[-1] < losses[0], losses
+    assert ("train_acc" in r.history[0]) == (objective == "mpp")  # MAE predicts pixels: no accuracy to report
+    assert ("val_acc" in r.history[0]) == (objective == "mpp") and "val_loss" in r.history[0]
+    if objective == "mpp":
+        assert r.history[-1]["val_acc"] > 1 / 8  # 3-bit grey levels: 8 classes
+    config = json.loads((tmp_path / objective / "config.json").read_text())
+    assert config["model"]["objective"] == objective and config["train"]["objective"] == objective
+
+
+def test_self_supervised_runs_resume_bit_for_bit(tmp_path):
+    """The hidden patches depend on (seed, epoch, step) only, so a stopped and resumed MAE run is the same run."""
+    cfg = dataclasses.replace(BASE, objective="mae", epochs=1)
+    whole = train(dataclasses.replace(cfg, out=str(tmp_path / "whole")))
+    stopped = train(dataclasses.replace(cfg, out=str(tmp_path / "stopped"), time_budget=1e-4))
+    assert "time budget" in stopped.stopped
+    train(dataclasses.replace(cfg, out=str(tmp_path / "stopped"), resume=True))
+    a, b = load_file(tmp_path / "whole" / "model.safetensors"), load_file(tmp_path / "stopped" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert whole.history[-1]["val_loss"] == pytest.approx(json.loads(json.dumps(whole.history))[-1]["val_loss"])
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("mixup", 0.8, "mixup=0"), ("label_smoothing", 0.1, "label_smoothing=0"), ("objective", "simclr", "unknown objective")])
+def test_self_supervised_options_that_make_no_sense_are_refused(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        train(dataclasses.replace(BASE, **{"objective": "mae", option: value}))
+
+
+def test_a_cnn_cannot_be_pre_trained_with_mae():
+    with pytest.raises(ValueError, match="pre-trains a ViT"):
+        train(dataclasses.replace(BASE, objective="mae", model="ResNet-8"))
+
+
+# ----------------------------------------------------------------------------------------------------- transfer
+@pytest.mark.parametrize("objective, head", [("classify", "mlp"), ("mae", "linear"), ("mpp", "linear")])
+def test_a_run_folder_loads_back_for_fine_tuning(objective, head, tmp_path):
+    out = tmp_path / objective
+    r = train(dataclasses.replace(BASE, objective=objective, head=head, epochs=1, out=str(out)))
+    model = load_pretrained(out)
+    trained = r.model.vit if objective != "classify" else r.model
+    x = torch.randn(3, 1, 28, 28)
+    assert torch.equal(model.eval().forward_features(x), trained.eval().forward_features(x))
+    assert (count := sum(p.numel() for p in model.head.parameters())) == (64 * 64 + 64 + 64 * 10 + 10 if head == "mlp" else 0), count
+    ft = prepare_for_finetuning(model, num_classes=5, image_size=56)  # higher resolution, zero-initialised head
+    assert ft.pos_embed.weight.shape[1] == 1 + 8 * 8
+    assert torch.equal(ft(torch.randn(2, 1, 56, 56)), torch.zeros(2, 5))
+
+
+def test_load_pretrained_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no pre-trained model"):
+        load_pretrained(tmp_path)
+    save_file({"w": torch.zeros(2)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match="not written by vitlib.train"):
+        load_pretrained(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------------- the loader
+def test_grouped_randaugment_augments_in_groups_reproducibly():
+    """On a GPU RandAugment draws one op per group of images (one kernel per group, not per image); the grouping is
+    the same code on the CPU when asked for, so it is tested here."""
+    data = get_dataset("fashion-mnist-mini")
+    kw = dict(batch_size=64, mean=data.mean, std=data.std, shuffle=True, augment="randaugment", seed=0)
+    grouped = TensorLoader(data.train, randaugment_groups=8, **kw)
+    a, _ = next(iter(grouped.epoch(0)))
+    b, _ = next(iter(TensorLoader(data.train, randaugment_groups=8, **kw).epoch(0)))
+    plain, _ = next(iter(TensorLoader(data.train, **dict(kw, augment="none")).epoch(0)))
+    assert a.shape == plain.shape == (64, 1, 28, 28) and torch.equal(a, b)
+    assert not torch.equal(a, plain)
+    with pytest.raises(ValueError, match="randaugment_groups"):
+        TensorLoader(data.train, randaugment_groups=0, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ the benchmark
+def test_time_to_accuracy_script_writes_its_curve(tmp_path):
+    out = tmp_path / "tta.json"
+    run = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", "--dataset", "fashion-mnist-mini",
+                          "--epochs", "1", "--model", "ViT-Micro/7", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["preset"] == "tta-cpu" and result["goal"] == {"minutes": 5.0, "test_acc": 0.88}
+    assert len(result["curve"]) == 1 and 0.1 < result["curve"][0]["test_acc"] <= 1.0
+    assert math.isclose(result["test_acc_within_goal_minutes"], result["curve"][0]["test_acc"])
+    assert "goal 88.00%" in run.stdout

@@ -1,0 +1,78 @@
+"""benchmarks/pretraining_speed.py at the tiniest CPU size: the JSON it writes, and a clear error for an unknown size."""
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "pretraining_speed.py"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+TINY = ["--device", "cpu", "--image-size", "32", "--depth", "1", "--batch-size", "4", "--steps", "1", "--rounds", "2",
+        "--warmup", "1"]
+
+
+def run(*options: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *options], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("pretraining_speed") / "x.json"
+    done = run(*TINY, "--models", "S,B", "--json", str(path))
+    assert done.returncode == 0, done.stderr
+    return json.loads(path.read_text())
+
+
+def test_implementations_and_images_per_s(result):
+    models = result["models"]
+    assert set(models) == {"S", "B"}
+    assert set(models["B"]["implementations"]) == {"vitlib", "timm", "torchvision"}
+    assert set(models["S"]["implementations"]) == {"vitlib", "timm"}
+    assert "torchvision" in models["S"]["missing"]
+    for res in models.values():
+        assert len(set(res["parameters"].values())) == 1  # the same architecture everywhere
+        for impl in res["implementations"].values():
+            assert len(impl["rounds_images_per_s"]) == 2
+            assert min(impl["rounds_images_per_s"]) > 0
+            assert impl["images_per_s"] == statistics.median(impl["rounds_images_per_s"])
+    for key in ("device_name", "torch", "timm", "torchvision", "date", "settings"):
+        assert result[key]
+
+
+def test_ratios_come_from_the_rounds(result):
+    for res in result["models"].values():
+        rates = {k: v["rounds_images_per_s"] for k, v in res["implementations"].items()}
+        assert set(res["ratios"]) == {f"vitlib/{k}" for k in rates if k != "vitlib"}
+        for key, ratio in res["ratios"].items():
+            other = key.split("/")[1]
+            assert ratio["rounds"] == pytest.approx([a / b for a, b in zip(rates["vitlib"], rates[other])])
+            assert ratio["median"] == pytest.approx(statistics.median(ratio["rounds"]))
+
+
+def test_flops_and_mfu(result):
+    for res in result["models"].values():
+        analytic = 3 * res["analytic_forward_flops_per_image"]
+        assert res["analytic_train_flops_per_image"] == analytic
+        for impl in res["implementations"].values():
+            # 3x the forward minus the image gradient the backward does not compute (4% for S here, <1% at 224)
+            assert impl["train_flops_per_image"] == pytest.approx(analytic, rel=0.05)
+            assert 0 < impl["mfu_measured"] <= 1
+            assert impl["mfu_nominal"] is None  # no nominal peak on the CPU unless --peak-tflops is given
+
+
+def test_unknown_model_size_is_a_clear_error(monkeypatch):
+    # in this process, where torch is already imported: the script stops before it builds or times anything
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # for its `from throughput import ...`, as when run as a script
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *TINY, "--models", "S,X"])
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+    message = stopped.value.code  # a message as the exit code: printed to stderr, exit status 1
+    assert isinstance(message, str) and "'X'" in message and "S, B" in message
