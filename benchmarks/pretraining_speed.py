@@ -36,7 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vitlib  # noqa: E402
-from throughput import device_name, images_per_s, sync  # noqa: E402  (benchmarks/throughput.py)
+from throughput import device_name, sync, timed_rounds  # noqa: E402  (benchmarks/throughput.py)
 from vitlib import count_parameters, parse_name  # noqa: E402
 from vitlib.flops import model_flops  # noqa: E402
 
@@ -193,18 +193,7 @@ def benchmark_size(size: str, args, device: torch.device, batch_size: int) -> di
         # fused AdamW runs the whole update in a few kernels on cuda; the CPU gets the default implementation
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if device.type == "cuda" else {}))
         steps[name] = make_step(torch.compile(model) if args.compile else model, optimizer, images, labels, autocast)
-    for name, step in steps.items():
-        start = time.perf_counter()
-        for _ in range(args.warmup):
-            step()
-        sync(device)
-        print(f"  warm-up {name}: {args.warmup} steps in {time.perf_counter() - start:.1f}s")
-
-    rates = {k: [] for k in steps}
-    for r in range(args.rounds):
-        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
-        for name in order:
-            rates[name].append(images_per_s(steps[name], args.steps, batch_size, device))
+    rates = timed_rounds(steps, args.warmup, args.rounds, args.steps, batch_size, device)
     # the implementations of a round ran seconds apart, so the per-round ratio cancels slow drifts in machine load
     ratios = {}
     for other in [k for k in steps if k != "vitlib"]:

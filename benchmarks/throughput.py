@@ -88,6 +88,24 @@ def images_per_s(step, steps: int, batch_size: int, device: torch.device) -> flo
     return steps * batch_size / (time.perf_counter() - start)
 
 
+def timed_rounds(steps: dict, warmup: int, rounds: int, steps_per_round: int, batch_size: int,
+                 device: torch.device) -> dict[str, list[float]]:
+    """Warm each step function up, then time them in turns: `rounds` rounds of `steps_per_round` steps each, the order
+    reversed every round. Returns images/s per round for every name of `steps`."""
+    for name, step in steps.items():
+        t = time.perf_counter()
+        for _ in range(warmup):
+            step()
+        sync(device)
+        print(f"warm-up {name}: {warmup} steps in {time.perf_counter() - t:.1f}s")
+    rates = {k: [] for k in steps}
+    for r in range(rounds):
+        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
+        for name in order:
+            rates[name].append(images_per_s(steps[name], steps_per_round, batch_size, device))
+    return rates
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="ViT-Ti/4",
@@ -136,18 +154,7 @@ def main() -> int:
     if args.compile:
         models = {k: torch.compile(m) for k, m in models.items()}
     steps = {k: (lambda m=m: train_step(m, images, labels, autocast)) for k, m in models.items()}
-    for name, step in steps.items():
-        t = time.perf_counter()
-        for _ in range(args.warmup):
-            step()
-        sync(device)
-        print(f"warm-up {name}: {args.warmup} steps in {time.perf_counter() - t:.1f}s")
-
-    rates = {k: [] for k in steps}
-    for r in range(args.rounds):
-        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
-        for name in order:
-            rates[name].append(images_per_s(steps[name], args.steps, args.batch_size, device))
+    rates = timed_rounds(steps, args.warmup, args.rounds, args.steps, args.batch_size, device)
     med = {k: statistics.median(v) for k, v in rates.items()}
     # both models of a round ran seconds apart, so the per-round ratio cancels slow drifts in machine load
     ratio = statistics.median(a / b for a, b in zip(rates["vitlib"], rates["timm"]))

@@ -170,3 +170,20 @@ def test_time_to_accuracy_script_writes_its_curve(tmp_path):
     assert len(result["curve"]) == 1 and 0.1 < result["curve"][0]["test_acc"] <= 1.0
     assert math.isclose(result["test_acc_within_goal_minutes"], result["curve"][0]["test_acc"])
     assert "goal 88.00%" in run.stdout
+
+
+def test_eval_every_sets_how_often_the_run_is_evaluated():
+    r = train(dataclasses.replace(BASE, epochs=3, eval_every=2))
+    assert ["val_acc" in row for row in r.history] == [False, True, True]  # every 2 epochs, and after the last
+    r = train(dataclasses.replace(BASE, epochs=1, eval_every=0))
+    assert "val_acc" not in r.history[0] and "val_loss" not in r.history[0]
+    with pytest.raises(ValueError, match="eval_every"):
+        train(dataclasses.replace(BASE, eval_every=-1))
+
+
+def test_a_parsed_command_line_still_makes_a_train_config():
+    """--preset and --list-presets stay out of the namespace unless given: TrainConfig(**vars(args)) keeps working."""
+    from vitlib.train import make_parser
+    args = vars(make_parser().parse_args(["--epochs", "2", "--objective", "mae"]))
+    assert "preset" not in args and "list_presets" not in args
+    assert TrainConfig(**args) == TrainConfig(epochs=2, objective="mae")

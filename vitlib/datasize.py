@@ -14,18 +14,16 @@ fixed number of epochs the 1 % model would take 100 times fewer steps, and the c
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .datasets import Dataset, TensorSplit, stratified_indices
 from .loader import TensorLoader
-from .train import TrainConfig, autocast_dtype, evaluate, lr_lambda, param_groups, resolve_device
+from .train import TrainConfig, autocast_dtype, evaluate, resolve_device, train
 
 
 def fraction_of(data: Dataset, fraction: float, seed: int = 0) -> Dataset:
@@ -48,7 +46,7 @@ def fraction_of(data: Dataset, fraction: float, seed: int = 0) -> Dataset:
 class StepsResult:
     model: nn.Module
     test: dict
-    train_loss: float       # mean training loss over the last 10 % of the steps
+    train_loss: float       # mean training loss over the last epoch (the last pass over the subset)
     steps: int
     epochs: float           # passes over the (sub)set that the steps amount to
     n_train: int
@@ -59,11 +57,12 @@ def train_steps(cfg: TrainConfig, model: nn.Module, data: Dataset, steps: int, w
                 eval_split: str = "test") -> StepsResult:
     """Train `model` for exactly `steps` optimizer steps on data.train, then evaluate once on `eval_split`.
 
-    The recipe of `vitlib.train.train` (AdamW without decay on biases / norms / E_pos / [class], linear warm-up then
-    cosine decay, gradient clipping, label smoothing, augmentation) from `cfg`; cfg.epochs and cfg.warmup_epochs are
-    ignored: the run takes `steps` steps, warming up for `warmup_steps` (default 10 % of them). Epochs of the training
-    split follow each other (a new shuffle each) until the steps are done; the batch is cfg.batch_size, or the whole
-    split when it is smaller. No evaluation during training: a 1 % subset takes hundreds of epochs."""
+    `vitlib.train.train` with a step budget (`TrainConfig.steps`) and the recipe of `cfg` (AdamW without decay on
+    biases / norms / E_pos / [class], linear warm-up then cosine decay, gradient clipping, label smoothing,
+    augmentation); cfg.epochs and cfg.warmup_epochs are ignored: the run takes `steps` steps, warming up for
+    `warmup_steps` (default 10 % of them). Epochs of the training split follow each other (a new shuffle each) until
+    the steps are done; the batch is cfg.batch_size, or the whole split when it is smaller. No evaluation during
+    training: a 1 % subset takes hundreds of epochs."""
     if steps < 1:
         raise ValueError(f"steps must be at least 1, got {steps}.")
     if not isinstance(data.train, TensorSplit):
@@ -71,43 +70,17 @@ def train_steps(cfg: TrainConfig, model: nn.Module, data: Dataset, steps: int, w
     split = getattr(data, eval_split, None)
     if split is None:
         raise ValueError(f"the data set has no {eval_split!r} split to evaluate on.")
-    device = resolve_device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    model = model.to(device)
     batch = min(cfg.batch_size, len(data.train))
-    run_cfg = dataclasses.replace(cfg, batch_size=batch)
-    loader = TensorLoader(data.train, batch, data.mean, data.std, shuffle=True, augment=cfg.augment, seed=cfg.seed,
-                          drop_last=True, device=device)
     warmup = max(1, round(0.1 * steps) if warmup_steps is None else warmup_steps)
-    optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(run_cfg, steps, warmup))
-    dtype = autocast_dtype(cfg.precision, device)
-    losses: list[torch.Tensor] = []
-    started, step, epoch = time.perf_counter(), 0, 0
-    model.train()
-    while step < steps:
-        for images, labels in loader.epoch(epoch):
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                logits = model(images)
-            loss = F.cross_entropy(logits.float(), labels, label_smoothing=cfg.label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            losses.append(loss.detach())
-            step += 1
-            if step == steps:
-                break
-        epoch += 1
-    tail = torch.stack(losses[-max(1, steps // 10):]).mean().item()
-    if not math.isfinite(tail):
-        raise FloatingPointError(f"the training loss became non-finite ({tail}); lower lr or raise warmup_steps.")
-    eval_loader = TensorLoader(split, 512, data.mean, data.std, device=device)
-    test = evaluate(model, eval_loader, dtype)
-    return StepsResult(model, test, tail, steps, steps * batch / len(data.train), len(data.train),
-                       time.perf_counter() - started)
+    run_cfg = dataclasses.replace(cfg, batch_size=batch, steps=steps, warmup_epochs=warmup / (len(data.train) // batch),
+                                  eval_every=0, eval_test=False, out=None, progress=False)
+    started = time.perf_counter()
+    result = train(run_cfg, model=model, data=data)
+    device = resolve_device(cfg.device)
+    test = evaluate(result.model, TensorLoader(split, 512, data.mean, data.std, device=device),
+                    autocast_dtype(cfg.precision, device))
+    return StepsResult(result.model, test, result.history[-1]["train_loss"], steps, steps * batch / len(data.train),
+                       len(data.train), time.perf_counter() - started)
 
 
 def run_fractions(exp, models: dict[str, Callable[[int], nn.Module]], data: Dataset, fractions: Sequence[float],

@@ -1,4 +1,5 @@
-"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP).
+"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP,
+or FSDP2 with --fsdp to shard ViT-L/H).
 
     from vitlib.train import TrainConfig, train
     result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
@@ -7,6 +8,7 @@
     python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet --out runs/b16   # Table 3
     python -m vitlib.train --preset mae --objective mae ...       # self-supervised, on the same pipeline
     torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet ...
+    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --model ViT-H/14 --fsdp ...  # sharded
 
 The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
 then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.checkpoint`) hold everything
@@ -32,10 +34,12 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import __version__
-from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, gather_full_state, load_checkpoint, save_checkpoint
 from .cnn import create_cnn, is_cnn_name
 from .data import DataError
 from .datasets import Dataset, TensorSplit, get_dataset
+from .encoder import EncoderBlock
+from .ema import EMA
 from .loader import AUGMENTATIONS, FolderLoader, TensorLoader, batch_seed
 from .mae import MAE
 from .masked import MaskedPatchPrediction
@@ -52,6 +56,7 @@ class TrainConfig:
     objective: str = "classify"
     out: str | None = None
     epochs: int = 10
+    steps: int = 0
     batch_size: int = 128
     lr: float = 1e-3
     min_lr: float = 1e-5
@@ -83,10 +88,12 @@ class TrainConfig:
     head: str = "linear"
     fused_attention: bool = True
     channels_last: bool = False
+    fsdp: bool = False
     checkpoint_every: int = 0
     resume: bool = False
     time_budget: float = 0.0
     log_every: int = 20
+    eval_every: int = 1
     eval_test: bool = True
     progress: bool = True
 
@@ -107,6 +114,7 @@ HELP = {
                  "prediction, section 4.6): the last two never look at a label",
     "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
     "epochs": "passes over the training set", "batch_size": "global batch size (split across processes)",
+    "steps": "train for exactly this many optimizer steps, however many epochs that is (0: epochs decide)",
     "lr": "peak learning rate", "min_lr": "learning rate at the end of the decay",
     "weight_decay": "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)",
     "beta1": "Adam beta1", "beta2": "Adam beta2", "warmup_epochs": "linear warm-up length in epochs (may be fractional)",
@@ -125,8 +133,13 @@ HELP = {
     "head": "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)",
     "fused_attention": "F.scaled_dot_product_attention (off: the written-out softmax)",
     "channels_last": "feed the images (and the patch-embedding convolution) in channels-last memory format",
+    "fsdp": "under torchrun, shard weights, gradients and AdamW state over the processes with FSDP2 (every encoder "
+            "block, then the rest) instead of DDP, for ViT-L/H; checkpoints and model.safetensors still hold whole "
+            "tensors. In one process it changes nothing. Refused (in any process count) with ema, a CNN, or "
+            "channels_last on a hybrid",
     "checkpoint_every": "also checkpoint every N steps (0: at epoch ends only)", "resume": "continue from out/checkpoint.safetensors",
     "time_budget": "stop cleanly after this many minutes and save (0: no limit)", "log_every": "steps between progress updates",
+    "eval_every": "evaluate (validation, else test split) every N epochs and after the last (0: never during the run)",
     "eval_test": "evaluate on the test set at the end", "progress": "show tqdm progress bars",
 }
 SCHEDULES, PRECISIONS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16", "fp16")
@@ -163,6 +176,10 @@ def check_config(cfg: TrainConfig) -> None:
     for name in ("epochs", "batch_size"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"{name} must be at least 1, got {getattr(cfg, name)}.")
+    if cfg.steps < 0:
+        raise ValueError(f"steps must be 0 (epochs decide) or a number of optimizer steps, got {cfg.steps}.")
+    if cfg.eval_every < 0:
+        raise ValueError(f"eval_every must be 0 (never) or a number of epochs, got {cfg.eval_every}.")
     if cfg.lr <= 0:
         raise ValueError(f"lr must be positive, got {cfg.lr}.")
     if cfg.resume and not cfg.out:
@@ -174,6 +191,13 @@ def check_config(cfg: TrainConfig) -> None:
                              f"act on: set {' and '.join(f'{k}=0' for k in used)}.")
         if is_cnn_name(cfg.model):
             raise ValueError(f"objective={cfg.objective!r} pre-trains a ViT; {cfg.model!r} is a CNN.")
+    if cfg.fsdp:  # refused in one process too, so that a one-process trial finds out before a long multi-GPU run
+        if is_cnn_name(cfg.model):
+            raise ValueError(f"fsdp shards a ViT's encoder blocks; {cfg.model!r} is a CNN, small enough for plain DDP: "
+                             f"drop fsdp.")
+        if cfg.ema > 0:
+            raise ValueError("fsdp with ema is not supported: the EMA would be a whole, unsharded copy of the weights on "
+                             "every process, which is what fsdp avoids. Set ema=0 or drop fsdp.")
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
@@ -199,6 +223,45 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
                              in_channels=data.in_channels, fused=cfg.fused_attention, head_hidden=model.config["dim"],
                              **{k: v for k, v in extra.items() if k != "head_hidden"})
     return model
+
+
+def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:
+    """FSDP2, in place: each EncoderBlock (the ViT's, and an MAE decoder's) becomes a unit whose weights are gathered
+    just for its forward and backward, then the root takes the rest (embeddings, norm, head, decoder extras). Weights,
+    gradients and AdamW state are split over the processes (DTensors); `world` 1: nothing to split, left as it is."""
+    blocks = [m for m in model.modules() if isinstance(m, EncoderBlock)]
+    if not blocks:
+        raise ValueError(f"fsdp shards a ViT's encoder blocks, and {type(model).__name__} has none: drop fsdp "
+                         f"(several processes then use DDP).")
+    strided = [name for name, p in model.named_parameters() if not p.is_contiguous()]
+    if strided:
+        raise ValueError(f"FSDP cannot shard non-contiguous weights ({', '.join(strided[:3])}, ...): channels_last "
+                         f"turns a hybrid's CNN filters channels-last. Drop channels_last or fsdp.")
+    if world > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = init_device_mesh(device.type, (world,))
+        for block in blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    return model
+
+
+def _all_finite(model: nn.Module, sharded: bool) -> bool:
+    """Whether every weight is finite; sharded: each process checks its shards, then they agree (a collective)."""
+    if not sharded:
+        return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
+    model.reshard()  # the root's weights stay gathered after a forward without backward (an evaluation)
+    finite = torch.stack([torch.isfinite(p.to_local()).all() for p in model.parameters()]).all().int()
+    dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+    return bool(finite)
+
+
+def _sync_buffers(model: nn.Module) -> None:
+    """FSDP shards the parameters only: buffers (a hybrid's BatchNorm running statistics) are each process's own.
+    Evaluate with rank 0's, the ones a checkpoint keeps (DDP too sends rank 0's buffers to all, at every forward)."""
+    for buffer in model.buffers():
+        dist.broadcast(buffer, 0)
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -273,7 +336,8 @@ def batch_loss(net: nn.Module, images: torch.Tensor, targets: torch.Tensor, obje
 @torch.no_grad()
 def evaluate(model: nn.Module, loader, dtype: torch.dtype | None = None, return_predictions: bool = False):
     """Mean loss and accuracy over a loader (all processes' shares summed under DDP). For MAE there is no accuracy;
-    the self-supervised objectives hide the same patches at every evaluation (a fixed seed per batch)."""
+    the self-supervised objectives hide the same patches at every evaluation (a fixed seed per batch). Under DDP or
+    FSDP every process calls it with its loader (FSDP gathers each block's weights for the forward: a collective)."""
     model.eval()
     device = loader.device
     objective = objective_of(model)
@@ -371,7 +435,8 @@ def _setup_distributed() -> tuple[int, int, int]:
 
 # --------------------------------------------------------------------------------------------------- the loop
 def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None = None) -> Result:
-    """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result."""
+    """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result.
+    With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
     check_config(cfg)
     rank, world, local_rank = _setup_distributed()
     device = resolve_device(cfg.device)
@@ -397,7 +462,12 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         raise ValueError(f"objective={cfg.objective!r} but the model given computes {objective!r}: wrap the ViT in "
                          f"vitlib.mae.MAE / vitlib.masked.MaskedPatchPrediction, or set objective={objective!r}.")
     model_config = dict(getattr(model, "config", None) or getattr(getattr(model, "vit", None), "config", {}),
-                        kind=type(model).__name__, objective=objective)
+                        kind=type(model).__name__)
+    if objective != "classify":  # the ViT inside an MAE / MPP wrapper: vitlib.finetune.load_pretrained takes it out
+        model_config["objective"] = objective
+    sharded = cfg.fsdp and world > 1  # FSDP instead of DDP; the optimiser below then holds the shards
+    if cfg.fsdp:
+        shard_model(model, device, world)
     train_loader = make_loader(data.train, data, cfg, True, device, rank, world)
     eval_loaders = {name: make_loader(split, data, cfg, False, device, rank, world)
                     for name, split in (("val", data.val), ("test", data.test)) if split is not None}
@@ -405,7 +475,8 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     if steps_per_epoch == 0:
         raise ValueError(f"the training set ({len(data.train)} images) is smaller than one batch ({cfg.batch_size}): "
                          f"lower batch_size.")
-    total_steps = cfg.epochs * steps_per_epoch
+    total_steps = cfg.steps or cfg.epochs * steps_per_epoch
+    epochs = math.ceil(total_steps / steps_per_epoch)  # with a step budget the last epoch may stop part-way
     warmup_steps = max(1, round(cfg.warmup_epochs * steps_per_epoch))
 
     optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
@@ -413,7 +484,7 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, total_steps, warmup_steps))
     ema = None
     if cfg.ema > 0:
-        ema = torch.optim.swa_utils.AveragedModel(model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(cfg.ema))
+        ema = EMA(model, cfg.ema)
     dtype = autocast_dtype(cfg.precision, device)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
     mixer = _mixer(cfg, data.num_classes)
@@ -422,7 +493,7 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     start_epoch = start_step = 0
     start_sums = None  # the epoch's running loss sum, correct and count up to a mid-epoch checkpoint
     if cfg.resume:
-        meta = load_checkpoint(ckpt_path, model, optimizer, scheduler, ema, model_config=model_config)
+        meta = load_checkpoint(ckpt_path, model, optimizer, scheduler, ema, model_config=model_config, sharded=sharded)
         start_epoch, start_step = meta["progress"]["epoch"], meta["progress"]["step_in_epoch"]
         start_sums = meta["progress"].get("sums")
         result.history, result.steps = meta.get("history", []), meta.get("steps", [])
@@ -430,11 +501,13 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps({"train": dataclasses.asdict(cfg), "model": model_config,
                                                      "data": repr(data), "vitlib": __version__,
-                                                     "torch": torch.__version__}, indent=2))
+                                                     "torch": torch.__version__, "processes": world,
+                                                     "parallel": "fsdp" if sharded else "ddp" if world > 1 else "none"},
+                                                    indent=2))
     logs = _Logs(out if rank == 0 else None, result.steps, result.history, enabled=True)
 
     net = model
-    if world > 1:
+    if world > 1 and not sharded:
         net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     step_fn = torch.compile(net) if cfg.compile else net
 
@@ -454,30 +527,32 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         if bad_step is not None:
             check_finite(bad_step, epoch)
         step = epoch * steps_per_epoch + step_in_epoch
-        if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():
+        if not _all_finite(model, sharded):
             raise NonFiniteLossError(f"the weights became non-finite by step {step} (epoch {epoch + 1}); the last good "
                                      f"checkpoint is {ckpt_path if ckpt_path.exists() else 'none'}. Lower lr, raise "
                                      f"warmup_epochs or keep grad_clip on.")
         if sums is not None and dist.is_initialized():
             sums = sums.clone()
             dist.all_reduce(sums)  # rank 0 keeps every process's share; on resume the others start from zero
+        whole = gather_full_state(model, optimizer) if sharded else (None, None)  # sharded: every process takes part
         if rank == 0:
             save_checkpoint(ckpt_path, model, optimizer, scheduler, ema,
                             progress={"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": step,
                                       "sums": sums.tolist() if sums is not None else None},
                             meta={"model_config": model_config, "config": dataclasses.asdict(cfg),
-                                  "history": result.history, "steps": result.steps, "vitlib": __version__})
+                                  "history": result.history, "steps": result.steps, "vitlib": __version__},
+                            model_state=whole[0], optimizer_state=whole[1])
 
     started = time.perf_counter()
     show = cfg.progress and rank == 0
-    for epoch in range(start_epoch, cfg.epochs):
+    for epoch in range(start_epoch, epochs):
         net.train()
         first = start_step if epoch == start_epoch else 0
         sums = torch.zeros(3, device=device, dtype=torch.float64)    # loss sum, correct, count: no sync per step
         if epoch == start_epoch and start_sums and rank == 0:         # resumed mid-epoch: the steps before count too
             sums += torch.tensor(start_sums, device=device, dtype=torch.float64)
         bad_step = torch.full((), NO_STEP, device=device, dtype=torch.long)  # the first step with a non-finite loss
-        bar = tqdm(total=steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{cfg.epochs}", disable=not show,
+        bar = tqdm(total=steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{epochs}", disable=not show,
                    leave=True, dynamic_ncols=True, unit="step")
         t_log, n_log = time.perf_counter(), 0
         stop = None
@@ -511,7 +586,7 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
                 sums[2] += len(labels)
                 bad_step = torch.where((bad_step == NO_STEP) & ~torch.isfinite(loss.detach()), step, bad_step)
             n_log += len(labels) * world
-            last = i + 1 == steps_per_epoch
+            last = i + 1 == steps_per_epoch or step + 1 == total_steps
             if (i + 1) % cfg.log_every == 0 or last:
                 check_finite(bad_step, epoch)  # the only sync, once per log interval
                 loss_sum, correct, count = sums.tolist()
@@ -530,6 +605,8 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
             if cfg.time_budget and not last and _past(started, cfg.time_budget, device):
                 stop = (epoch, i + 1)
                 break
+            if last:
+                break
         bar.close()
         if stop is not None:
             checkpoint(*stop, sums, bad_step)
@@ -540,13 +617,16 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         if dist.is_initialized():
             dist.all_reduce(sums)
         loss_sum, correct, count = sums.tolist()
-        row = {"epoch": epoch + 1, "step": (epoch + 1) * steps_per_epoch, "train_loss": loss_sum / max(count, 1),
+        row = {"epoch": epoch + 1, "step": min((epoch + 1) * steps_per_epoch, total_steps), "train_loss": loss_sum / max(count, 1),
                "train_acc": correct / max(count, 1), "lr": scheduler.get_last_lr()[0],
                "time_s": time.perf_counter() - started}
         if objective == "mae":
             del row["train_acc"]
         split = "val" if "val" in eval_loaders else "test"   # without a validation split, watch the test set
-        if split in eval_loaders:
+        due = cfg.eval_every and ((epoch + 1) % cfg.eval_every == 0 or epoch + 1 == epochs)
+        if split in eval_loaders and due:
+            if sharded:
+                _sync_buffers(model)
             ev = evaluate(ema.module if ema else model, eval_loaders[split], dtype)
             row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
         logs.epoch(row)
@@ -558,12 +638,16 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     logs.flush()
     final = ema.module if ema else model
     if cfg.eval_test and "test" in eval_loaders and result.stopped == "done":
+        if sharded:
+            _sync_buffers(model)
         result.test = evaluate(final, eval_loaders["test"], dtype)
         if out is not None and rank == 0:
             (out / "test.json").write_text(json.dumps(result.test, indent=2))
+    weights = gather_full_state(final)[0] if sharded and out is not None else None  # every process takes part
     if out is not None and rank == 0:
         from safetensors.torch import save_file
-        save_file({k: v.contiguous().cpu() for k, v in final.state_dict().items()}, str(out / "model.safetensors"),
+        weights = final.state_dict() if weights is None else weights
+        save_file({k: v.contiguous().cpu() for k, v in weights.items()}, str(out / "model.safetensors"),
                   metadata={"model_config": json.dumps(model_config), "vitlib": __version__})
     result.model = final
     return result
@@ -580,10 +664,12 @@ def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
     """The command line; with a preset, its options are the defaults (so any option given explicitly wins)."""
     ap = argparse.ArgumentParser(prog="python -m vitlib.train", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
-    ap.add_argument("--preset", default=preset, metavar="NAME",
+    # absent from the parsed namespace unless given, so TrainConfig(**vars(make_parser().parse_args(argv))) still works
+    ap.add_argument("--preset", default=argparse.SUPPRESS, metavar="NAME",
                     help="a named recipe of vitlib.presets (paper-imagenet, deit, mae, mpp, fmnist-5min, ...); options "
                          "given explicitly override it")
-    ap.add_argument("--list-presets", action="store_true", help="describe every preset and exit")
+    ap.add_argument("--list-presets", action="store_true", default=argparse.SUPPRESS,
+                    help="describe every preset and exit")
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
@@ -602,13 +688,14 @@ def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
 def parse_config(argv: list[str] | None = None) -> TrainConfig:
     """The TrainConfig of a command line: the options of --preset (if any) are the defaults, the options given win."""
     first, _ = make_parser().parse_known_args(argv)  # which preset, if any, gives the defaults
-    args = vars(make_parser(first.preset).parse_args(argv))
-    del args["preset"], args["list_presets"]
+    args = vars(make_parser(getattr(first, "preset", None)).parse_args(argv))
+    args.pop("preset", None)
+    args.pop("list_presets", None)
     return TrainConfig(**args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    if make_parser().parse_known_args(argv)[0].list_presets:
+    if getattr(make_parser().parse_known_args(argv)[0], "list_presets", False):
         print(describe_presets())
         return 0
     try:
