@@ -205,23 +205,14 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
     wrapped in its objective (MAE or MaskedPatchPrediction), whose forward returns the loss."""
     if is_cnn_name(cfg.model):
         return create_cnn(cfg.model, data.num_classes, data.in_channels)
-    if cfg.objective != "classify":
-        extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
-        vit = create_model(cfg.model, num_classes=0, image_size=data.image_size, in_channels=data.in_channels,
-                           fused=cfg.fused_attention, **extra)
-        if cfg.objective == "mae":
-            return MAE(vit)
-        return MaskedPatchPrediction(vit, mean=data.mean, std=data.std)
     extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
-    if cfg.head == "mlp":
-        extra["head_hidden"] = None  # set below once the width is known
-    model = create_model(cfg.model, num_classes=data.num_classes, image_size=data.image_size,
-                         in_channels=data.in_channels, fused=cfg.fused_attention,
-                         **{k: v for k, v in extra.items() if k != "head_hidden"})
-    if cfg.head == "mlp":
-        model = create_model(cfg.model, num_classes=data.num_classes, image_size=data.image_size,
-                             in_channels=data.in_channels, fused=cfg.fused_attention, head_hidden=model.config["dim"],
-                             **{k: v for k, v in extra.items() if k != "head_hidden"})
+    common = dict(image_size=data.image_size, in_channels=data.in_channels, fused=cfg.fused_attention, **extra)
+    if cfg.objective != "classify":
+        vit = create_model(cfg.model, num_classes=0, **common)
+        return MAE(vit) if cfg.objective == "mae" else MaskedPatchPrediction(vit, mean=data.mean, std=data.std)
+    model = create_model(cfg.model, num_classes=data.num_classes, **common)
+    if cfg.head == "mlp":  # the hidden width is D, known once built (the build order keeps the runs' random draws)
+        model = create_model(cfg.model, num_classes=data.num_classes, head_hidden=model.config["dim"], **common)
     return model
 
 
