@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vitlib import create_model  # noqa: E402
-from vitlib.datasets import get_dataset  # noqa: E402
+from vitlib.data import get_dataset  # noqa: E402
 from vitlib.train import TrainConfig, train  # noqa: E402
 
 

@@ -5,7 +5,7 @@
     python benchmarks/time_to_accuracy.py --preset cifar10-15min --data-root ~/data                 # one GPU: >= 94% in 15 min
     python benchmarks/time_to_accuracy.py --epochs 20 --model ViT-Mini/4 --json results/tta.json
 
-The presets are vitlib.presets' (python -m vitlib.train --list-presets). Fashion-MNIST comes from $VITLIB_DATA_DIR,
+The presets are vitlib.train.presets' (python -m vitlib.train --list-presets). Fashion-MNIST comes from $VITLIB_DATA_DIR,
 data/cache or Debian's dataset-fashion-mnist (`make full-fashion-mnist`); CIFAR-10 from --data-root (or --download
 where there is internet). The test set is evaluated after every epoch (no model selection on it: the recipe is fixed
 before the run), and the curve's minutes count the evaluations too.
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vitlib.presets import PRESETS  # noqa: E402
+from vitlib.train.presets import PRESETS  # noqa: E402
 from vitlib.train import TrainConfig, train  # noqa: E402
 
 TIME_TO_ACCURACY = {"tta-cpu": (5.0, 0.88), "fmnist-5min": (5.0, 0.95), "cifar10-15min": (15.0, 0.94)}  # minutes, goal

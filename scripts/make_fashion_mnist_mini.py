@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vitlib.data import FILES, read_idx  # noqa: E402
+from vitlib.data.files import FILES, read_idx  # noqa: E402
 
 
 def stratified(labels: np.ndarray, count: int, seed: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""vitlib.analysis: the position-embedding similarity of Fig. 7 (center), from a model, a module or a tensor."""
+"""vitlib.studies.embeddings: the position-embedding similarity of Fig. 7 (center), from a model, a module or a tensor."""
 import matplotlib
 import numpy as np
 import pytest
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from vitlib import PositionEmbedding, sincos_2d  # noqa: E402
-from vitlib.analysis import (patch_position_embeddings, plot_position_similarity, position_similarity,  # noqa: E402
+from vitlib.studies.embeddings import (patch_position_embeddings, plot_position_similarity, position_similarity,  # noqa: E402
                              similarity_mosaic)
 
 

@@ -24,7 +24,7 @@ def test_fused_and_manual_paths_agree(x, relative, randomise):
         randomise(attn.rel_pos)  # the 0.02-scaled initial table would barely move the logits
     unfused = MultiHeadSelfAttention(DIM, HEADS, fused=False, relative_tokens=N if relative else None).eval()
     unfused.load_state_dict(attn.state_dict())
-    out, weights = attn(x, return_weights=True)  # return_weights takes the manual path
+    out, weights = attn.forward_with_weights(x)  # the written-out path, with the weights
     assert weights.shape == (B, HEADS, N, N)
     close(attn(x), out)
     close(unfused(x), out)
@@ -39,14 +39,14 @@ def test_equals_torch_multihead_attention(x):
         ref.out_proj.weight.copy_(attn.proj.weight)
         ref.out_proj.bias.copy_(attn.proj.bias)
     ref_out, ref_weights = ref(x, x, x, need_weights=True, average_attn_weights=False)
-    out, weights = attn(x, return_weights=True)
+    out, weights = attn.forward_with_weights(x)
     close(out, ref_out)
     close(weights, ref_weights)
     close(attn(x), ref_out)
 
 
 def test_weights_are_a_softmax_over_keys(x):
-    _, weights = MultiHeadSelfAttention(DIM, HEADS)(x, return_weights=True)
+    _, weights = MultiHeadSelfAttention(DIM, HEADS).forward_with_weights(x)
     assert (weights >= 0).all()
     close(weights.sum(-1), torch.ones(B, HEADS, N))
 
@@ -94,7 +94,7 @@ def test_pre_ln_block_follows_eq_2_and_3(x, randomise):
     z1 = x + block.attn(block.norm1(x))        # z'_l = MSA(LN(z_{l-1})) + z_{l-1}
     z2 = z1 + block.mlp(block.norm2(z1))       # z_l = MLP(LN(z'_l)) + z'_l
     close(block(x), z2)
-    out, weights = block(x, return_weights=True)
+    out, weights = block.forward_with_weights(x)
     close(out, z2)
     assert weights.shape == (B, HEADS, N, N)
 

@@ -1,4 +1,4 @@
-"""vitlib.checkpoint: one safetensors file restores model, optimiser, scheduler and RNG states exactly; it is written
+"""vitlib.train.checkpoint: one safetensors file restores model, optimiser, scheduler and RNG states exactly; it is written
 atomically; a corrupt file or one for another model is refused with a CheckpointError and left as it is."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-import vitlib.checkpoint as ckpt
+import vitlib.train.checkpoint as ckpt
 from vitlib import create_model
-from vitlib.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from vitlib.train.checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 
 TINY = dict(num_classes=5, image_size=16, in_channels=1, dim=16, depth=1, heads=2, mlp_dim=32)
 
@@ -48,7 +48,7 @@ def saved(tmp_path):
     for s in range(3):
         step(model, optimizer, scheduler, s)
     path = save_checkpoint(tmp_path / "run" / "checkpoint.safetensors", model, optimizer, scheduler,
-                           progress={"epoch": 1, "step_in_epoch": 2}, meta={"model_config": model.config, "note": [1, 2]})
+                           progress={"epoch": 1, "step_in_epoch": 2}, meta={"model_config": model.config.to_dict(), "note": [1, 2]})
     return path, model, optimizer, scheduler
 
 
@@ -56,7 +56,7 @@ def test_round_trip_restores_model_optimizer_scheduler(saved):
     path, model, optimizer, scheduler = saved
     model2, optimizer2, scheduler2 = make(seed=1)  # other initial weights, fresh optimiser
     assert not torch.equal(model2.patch_embed.proj.weight, model.patch_embed.proj.weight)
-    meta = load_checkpoint(path, model2, optimizer2, scheduler2, model_config=model.config)
+    meta = load_checkpoint(path, model2, optimizer2, scheduler2, model_config=model.config.to_dict())
     assert meta["progress"] == {"epoch": 1, "step_in_epoch": 2} and meta["note"] == [1, 2]
     for (name, a), b in zip(model.state_dict().items(), model2.state_dict().values()):
         assert torch.equal(a, b), name
@@ -166,7 +166,7 @@ def test_another_architecture_is_refused_and_the_file_left_alone(saved):
     wider, optimizer, scheduler = make(dim=32)
     wider_weights = {k: v.clone() for k, v in wider.state_dict().items()}
     with pytest.raises(CheckpointError, match="another model") as err:
-        load_checkpoint(path, wider, optimizer, scheduler, model_config=wider.config)
+        load_checkpoint(path, wider, optimizer, scheduler, model_config=wider.config.to_dict())
     assert "dim" in str(err.value) and "(16, 32)" in str(err.value)
     assert sha(path) == before
     assert all(torch.equal(v, wider.state_dict()[k]) for k, v in wider_weights.items())  # the model is untouched too

@@ -26,7 +26,7 @@ def assert_same_logits(ours: VisionTransformer, expected: torch.Tensor, images: 
     """Compare with the reference logits through both of vitlib's attention paths (fused SDPA and written out)."""
     assert expected.std() > 0.1, "vacuous comparison: the reference logits barely vary"
     ours.eval()
-    unfused = VisionTransformer(**{**ours.config, "fused": False}).eval()
+    unfused = VisionTransformer(ours.config, fused=False).eval()
     unfused.load_state_dict(ours.state_dict())
     with torch.no_grad():
         for model in (ours, unfused):
@@ -54,10 +54,18 @@ class TestTorchvision:
     def test_same_logits(self, representation_size, images, torchvision_vit):
         tv = torchvision_vit(representation_size=representation_size)
         ours = from_torchvision(tv)
-        assert ours.config["head_hidden"] == representation_size
-        assert (ours.config["dim"], ours.config["depth"], ours.config["heads"], ours.config["mlp_dim"]) == (64, 2, 4, 128)
+        assert ours.config.head_hidden == representation_size
+        assert (ours.config.dim, ours.config.depth, ours.config.heads, ours.config.mlp_dim) == (64, 2, 4, 128)
         with torch.no_grad():
             assert_same_logits(ours, tv(images), images)
+
+    def test_other_sizes(self, randomise):
+        tv = torchvision.models.VisionTransformer(image_size=48, patch_size=12, num_layers=3, num_heads=3,
+                                                  hidden_dim=48, mlp_dim=96, num_classes=4)
+        randomise(perturb_(tv).heads)
+        images = torch.randn(2, 3, 48, 48)
+        with torch.no_grad():
+            assert_same_logits(from_torchvision(tv.eval()), tv(images), images)
 
     def test_from_state_dict(self, images, torchvision_vit):
         tv = torchvision_vit()
@@ -72,17 +80,39 @@ class TestTorchvision:
 
 
 class TestTimm:
+    @pytest.mark.parametrize("kwargs", [
+        dict(img_size=(24, 40), patch_size=8, in_chans=1, embed_dim=48, num_heads=3, mlp_ratio=2.5),  # rectangular
+        dict(img_size=28, patch_size=7, in_chans=1, embed_dim=32, num_heads=4, global_pool="avg", class_token=False,
+             fc_norm=False),  # GAP without a [class] token (appendix D.3)
+        dict(img_size=32, patch_size=4, embed_dim=64, num_heads=2, qkv_bias=False, num_classes=0),  # features only
+        dict(img_size=48, patch_size=16, embed_dim=96, num_heads=6, depth=3, global_pool="avg", fc_norm=False),
+    ], ids=["rectangular", "gap-no-cls", "no-qkv-bias-no-head", "gap-with-cls"])
+    def test_any_size_and_pooling(self, kwargs, randomise):
+        """Every timm ViT that vitlib can build: other widths, heads, MLP ratios, image sizes, pooling, no head."""
+        kwargs = {"depth": 2, "num_classes": 7, **kwargs}
+        tm = timm.models.vision_transformer.VisionTransformer(**kwargs)
+        perturb_(tm)
+        tm.eval()
+        ours = from_timm(tm)
+        h, w = kwargs["img_size"] if isinstance(kwargs["img_size"], tuple) else (kwargs["img_size"],) * 2
+        assert ours.image_size == (h, w) and ours.config.heads == kwargs["num_heads"]
+        images = torch.randn(2, kwargs.get("in_chans", 3), h, w)
+        with torch.no_grad():
+            assert_same_logits(ours, tm(images), images)
+
     def test_same_logits(self, images, randomise):
         tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2,
                                num_classes=10)
         randomise(perturb_(tm).head)
         tm.eval()
         ours = from_timm(tm)
-        assert (ours.config["dim"], ours.config["depth"], ours.config["heads"]) == (192, 2, 3)
+        assert (ours.config.dim, ours.config.depth, ours.config.heads) == (192, 2, 3)
         with torch.no_grad():
             assert_same_logits(ours, tm(images), images)
 
-    @pytest.mark.parametrize("kwargs, match", [(dict(global_pool="avg"), "global_pool"), (dict(reg_tokens=4), "register")])
+    @pytest.mark.parametrize("kwargs, match", [(dict(global_pool="avg"), "fc_norm"), (dict(reg_tokens=4), "register"),
+                                               (dict(init_values=1e-5), "LayerScale"), (dict(no_embed_class=True),
+                                                                                        "no_embed_class")])
     def test_unsupported_variants(self, kwargs, match):
         tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=1, **kwargs)
         with pytest.raises(ValueError, match=match):
@@ -93,17 +123,19 @@ class TestTimm:
 P, C, GRID, D, HEADS, MLP_DIM, K, DEPTH, HIDDEN = 4, 3, 4, 32, 4, 64, 5, 2, 24
 
 
-def jax_checkpoint(pre_logits: bool = False) -> dict[str, np.ndarray]:
+def jax_checkpoint(pre_logits: bool = False, grid: tuple[int, int] = (GRID, GRID), gap: bool = False) -> dict:
     rng = np.random.default_rng(0)
 
     def r(*shape, mean=0.0, scale=0.2):
         return (mean + scale * rng.standard_normal(shape)).astype(np.float32)
 
     dh = D // HEADS
-    w = {"embedding/kernel": r(P, P, C, D), "embedding/bias": r(D), "cls": r(1, 1, D),
-         "Transformer/posembed_input/pos_embedding": r(1, 1 + GRID * GRID, D),
+    w = {"embedding/kernel": r(P, P, C, D), "embedding/bias": r(D),
+         "Transformer/posembed_input/pos_embedding": r(1, (0 if gap else 1) + grid[0] * grid[1], D),
          "Transformer/encoder_norm/scale": r(D, mean=1.0), "Transformer/encoder_norm/bias": r(D),
          "head/kernel": r(HIDDEN if pre_logits else D, K), "head/bias": r(K)}
+    if not gap:
+        w["cls"] = r(1, 1, D)
     if pre_logits:
         w["pre_logits/kernel"], w["pre_logits/bias"] = r(D, HIDDEN), r(HIDDEN)
     for i in range(DEPTH):
@@ -138,7 +170,7 @@ class TestJaxNpz:
         np.savez(path, **jax_checkpoint())
         tm = timm_from_npz(path)
         ours = from_jax_npz(path)
-        assert (ours.config["patch_size"], ours.config["depth"], ours.config["heads"]) == (P, DEPTH, HEADS)
+        assert (ours.config.patch_size, ours.config.depth, ours.config.heads) == (P, DEPTH, HEADS)
         with torch.no_grad():
             assert_same_logits(ours, tm(images), images)
 
@@ -148,13 +180,28 @@ class TestJaxNpz:
         path = tmp_path / "ViT-test.npz"
         np.savez(path, **w)
         ours = from_jax_npz(path)
-        assert ours.config["head_hidden"] == HIDDEN
+        assert ours.config.head_hidden == HIDDEN
         t = {k: torch.from_numpy(v) for k, v in w.items()}
         tm = timm_from_npz(path, num_classes=0)
         with torch.no_grad():
             pooled = tm(images)  # LN(z_L^0)
             expected = torch.tanh(pooled @ t["pre_logits/kernel"] + t["pre_logits/bias"]) @ t["head/kernel"] + t["head/bias"]
             assert_same_logits(ours, expected, images)
+
+    def test_gap_and_rectangular_images(self, tmp_path):
+        """A 'gap' checkpoint (no [class] token) of 3x5 patches: the same as converting the [class]-token checkpoint's
+        encoder by hand, and the same logits as timm's loader for the [class]-token version at that grid."""
+        path = tmp_path / "ViT-gap.npz"
+        np.savez(path, **jax_checkpoint(grid=(3, 5), gap=True))
+        ours = from_jax_npz(path, image_size=(3 * P, 5 * P))
+        assert ours.config.pool == "gap" and not ours.config.class_token and ours.image_size == (3 * P, 5 * P)
+        tm = timm.models.vision_transformer.VisionTransformer(
+            img_size=(3 * P, 5 * P), patch_size=P, in_chans=C, num_classes=K, embed_dim=D, depth=DEPTH, num_heads=HEADS,
+            mlp_ratio=MLP_DIM / D, global_pool="avg", class_token=False, fc_norm=False)
+        _load_weights(tm, str(path))
+        images = torch.randn(2, C, 3 * P, 5 * P)
+        with torch.no_grad():
+            assert_same_logits(ours, tm.eval()(images), images)
 
     def test_missing_file(self, tmp_path):
         with pytest.raises(FileNotFoundError, match="ViT-B_16.npz"):

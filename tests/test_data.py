@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from vitlib import data
-from vitlib.data import FILES, DataError, load_fashion_mnist_mini, read_idx
+from vitlib.data.files import FILES, DataError, load_fashion_mnist_mini, read_idx
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = ROOT / "data" / "fashion-mnist-mini"

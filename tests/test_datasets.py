@@ -1,4 +1,4 @@
-"""vitlib.datasets: the registry of data sets, stratified splits and subsets, and the real loading code of every source
+"""vitlib.data: the registry of data sets, stratified splits and subsets, and the real loading code of every source
 (MNIST IDX files, CIFAR pickles, folders of images) run offline on small data each test writes itself."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torchvision
 from PIL import Image
 
 from vitlib.data import DataError
-from vitlib.datasets import Dataset, TensorSplit, dataset_names, get_dataset, stratified_indices, synthetic_position
+from vitlib.data import Dataset, TensorSplit, dataset_names, get_dataset, stratified_indices, synthetic_position
 
 
 @pytest.fixture(scope="module")

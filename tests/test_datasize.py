@@ -1,14 +1,14 @@
-"""vitlib.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance tests."""
+"""vitlib.studies.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance tests."""
 import pytest
 import torch
 from torch import nn
 
 from vitlib import create_model
-from vitlib.cnn import SmallResNet
-from vitlib.datasets import Dataset, TensorSplit
-from vitlib.datasize import (condition_name, equivariance_error, fraction_of, gaps, run_fractions, shift, train_steps,
+from vitlib.model.cnn import SmallResNet
+from vitlib.data import Dataset, TensorSplit
+from vitlib.studies.datasize import (condition_name, equivariance_error, fraction_of, gaps, run_fractions, shift, train_steps,
                              vit_token_map)
-from vitlib.experiments import Experiment
+from vitlib.studies.experiments import Experiment
 from vitlib.train import TrainConfig
 
 

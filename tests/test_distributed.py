@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 import torchrun_runs
 from torchrun_runs import TORCHRUN, assert_trained_alike, finish, metrics
-from vitlib.checkpoint import read_checkpoint
+from vitlib.train.checkpoint import read_checkpoint
 
 pytestmark = pytest.mark.skipif(TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python")
 

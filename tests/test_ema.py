@@ -6,7 +6,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from vitlib import create_model
-from vitlib.ema import EMA
+from vitlib.train.ema import EMA
 
 
 def test_ema_equals_torchs_averaged_model_bit_for_bit():

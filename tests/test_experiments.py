@@ -7,7 +7,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from vitlib.experiments import Experiment, difference, fmt, mean_std, new_run_folder, verdict
+from vitlib.studies.experiments import Experiment, new_run_folder
+from vitlib.studies.stats import difference, fmt, mean_std, verdict
 from vitlib.train import TrainConfig
 
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from vitlib import create_model
-from vitlib.datasets import get_dataset
-from vitlib.finetune import (POS_INTERPOLATIONS, disjoint_subsets, fresh_pos_embed, prepare_for_finetuning,
-                             resample_pos_embed_1d, resize_dataset, with_train)
+from vitlib.data import get_dataset
+from vitlib.data import disjoint_subsets, resize_dataset, with_train
+from vitlib.studies.finetune import POS_INTERPOLATIONS, fresh_pos_embed, prepare_for_finetuning, resample_pos_embed_1d
 
 
 def pretrained(image_size=16, patch=4, **kw):
@@ -25,8 +25,8 @@ def test_the_mlp_head_becomes_a_zero_initialised_linear_head_with_zero_logits():
     assert isinstance(ft.head.pre_logits, torch.nn.Identity)
     assert tuple(ft.head.fc.weight.shape) == (10, 64)
     assert torch.equal(ft(torch.randn(3, 1, 16, 16)), torch.zeros(3, 10))
-    assert ft.config["num_classes"] == 10 and ft.config["head_hidden"] is None
-    assert model.head.pre_logits is not None and model.config["num_classes"] == 7  # the pre-trained model is untouched
+    assert ft.config.num_classes == 10 and ft.config.head_hidden is None
+    assert model.head.pre_logits is not None and model.config.num_classes == 7  # the pre-trained model is untouched
 
 
 @pytest.mark.parametrize("pos_interp", POS_INTERPOLATIONS)

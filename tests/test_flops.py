@@ -1,10 +1,10 @@
-"""vitlib.flops: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference numbers."""
+"""vitlib.studies.cost: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference numbers."""
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import vitlib
-from vitlib.flops import PARTS, attention_share, model_flops, vit_flops
+from vitlib.studies.cost import PARTS, attention_share, model_flops, vit_flops
 
 SMALL = dict(image_size=28, patch_size=4, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)
 
@@ -33,18 +33,19 @@ def test_equals_flop_counter_per_image(overrides):
         model.set_image_size(resize_to)
     h, w = model.image_size
     images = torch.randn(3, model.in_channels, h, w)
-    assert counted(model, images) == 3 * vit_flops(**model.config)["total"]
+    assert counted(model, images) == 3 * vit_flops(model.config)["total"]
 
 
 def test_parts_and_names():
     f = model_flops("ViT-Micro/4", image_size=28, in_channels=1, num_classes=10)
-    assert list(f) == [*PARTS, "total"] and f["total"] == sum(f[k] for k in PARTS)
+    assert list(f) == ["stem", *PARTS, "total"] and f["stem"] == 0 and f["total"] == sum(f[k] for k in PARTS)
     # Micro/4 on 28x28 grey: N = 49, 50 tokens, D = 64, M = 128, 4 layers
     assert f["patch_embed"] == 2 * 49 * 16 * 64
     assert f["attn_logits"] == f["attn_values"] == 4 * 2 * 50 * 50 * 64
     assert f["mlp"] == 4 * 2 * 50 * 64 * 128 * 2
     model = vitlib.create_model("ViT-Micro/4", num_classes=10, image_size=28, in_channels=1)
-    assert model_flops(model) == f
+    assert model_flops(model) == f == model_flops(model.config)
+    assert model_flops(model.config, image_size=56)["patch_embed"] == 4 * f["patch_embed"]  # a new config, N x 4
 
 
 def test_multiply_adds_match_torchvision_meta():
@@ -64,10 +65,10 @@ def test_attention_share_grows_as_patches_shrink():
 
 def test_errors():
     with pytest.raises(ValueError, match="does not divide"):
-        vit_flops(image_size=30, patch_size=16)
+        model_flops("ViT-B/16", image_size=30)
     with pytest.raises(ValueError, match="hybrid"):
         model_flops("R50+ViT-B/16")
     with pytest.raises(ValueError, match="relative"):
-        vit_flops(pos_embed="relative")
+        vit_flops(vitlib.ViTConfig(pos_embed="relative"))
     with pytest.raises(TypeError, match="VisionTransformer"):
         model_flops(torch.nn.Linear(2, 2))

@@ -15,11 +15,10 @@ from safetensors.torch import load_file
 import torchrun_runs
 from torchrun_runs import TORCHRUN, finish, metrics
 from torchrun_runs import assert_trained_alike as _alike
-from vitlib.checkpoint import read_checkpoint
-from vitlib.finetune import load_pretrained
-from vitlib.mae import MAE
+from vitlib.train.checkpoint import read_checkpoint
+from vitlib.objectives import MAE
 from vitlib.model import create_model
-from vitlib.train import TrainConfig, parse_config, train
+from vitlib.train import TrainConfig, load_pretrained, parse_config, train
 
 needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python")
 
@@ -144,7 +143,7 @@ def test_what_fsdp_cannot_do_is_refused(options, message):
 
 
 def test_a_model_without_encoder_blocks_is_refused():
-    from vitlib.cnn import create_cnn
+    from vitlib.model.cnn import create_cnn
     with pytest.raises(ValueError, match="has none: drop fsdp"):
         train(BASE, model=create_cnn("ResNet-8", 10, 1))
 

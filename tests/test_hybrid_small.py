@@ -5,16 +5,20 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import vitlib
 from vitlib import create_model, parse_name
-from vitlib.cnn import SmallResNet
-from vitlib.hybrid import HybridEmbedding, hybrid_flops, hybrid_stem, is_small_resnet, small_resnet_stem
+from vitlib.model.cnn import SmallResNet, is_cnn_name, parse_small_resnet
+from vitlib.model.hybrid import HybridEmbedding, hybrid_stem, small_resnet_stem
+from vitlib.studies.cost import model_flops
 
 
 def test_names():
-    assert parse_name("R8+ViT-Micro/4")["hybrid"] == "resnet8"
-    assert parse_name("R8-w8+ViT-Micro/4") == dict(vitlib.VARIANTS["Micro"], patch_size=4, hybrid="resnet8-w8")
+    """One spelling of the small ResNet everywhere: 'ResNet-8[-w<width>]', the CNN baseline's name too."""
+    assert parse_name("R8+ViT-Micro/4")["hybrid"] == "ResNet-8"
+    assert parse_name("R8-w8+ViT-Micro/4") == dict(vitlib.VARIANTS["Micro"], patch_size=4, hybrid="ResNet-8-w8")
+    assert parse_name("R8-w16+ViT-Micro/4")["hybrid"] == "ResNet-8"  # 16 is the default width
     assert parse_name("R50+ViT-B/16")["hybrid"] == "resnet50"  # torchvision's names keep their meaning
-    assert is_small_resnet("resnet8") and is_small_resnet("resnet20-w32")
-    assert not is_small_resnet("resnet50") and not is_small_resnet("resnet18") and not is_small_resnet("resnet9")
+    assert parse_small_resnet("ResNet-8") == (8, 16) and parse_small_resnet("ResNet-20-w32") == (20, 32)
+    assert parse_small_resnet("resnet50") is None and parse_small_resnet("resnet8") is None
+    assert is_cnn_name("ResNet-8-w8") and is_cnn_name("resnet50") and not is_cnn_name("resnet8")
     assert isinstance(create_model("R50+ViT-Micro/16", image_size=32).patch_embed.backbone[1], torch.nn.BatchNorm2d)
 
 
@@ -46,10 +50,10 @@ def test_hybrid_embedding_is_a_linear_map_of_1x1_patches():
 
 
 def test_stem_is_the_small_resnet_up_to_its_stride():
-    stem = small_resnet_stem("resnet14-w8", 4, in_channels=1)
+    stem = small_resnet_stem("ResNet-14-w8", 4, in_channels=1)
     cnn = SmallResNet(14, 8, in_channels=1, num_classes=10)
     assert sum(p.numel() for p in stem.parameters()) == sum(p.numel() for n, p in cnn.named_parameters() if not n.startswith("head"))
-    assert sum(p.numel() for p in small_resnet_stem("resnet8", 1, 1).parameters()) == 144 + 32 + 2 * (2304 + 32)
+    assert sum(p.numel() for p in small_resnet_stem("ResNet-8", 1, 1).parameters()) == 144 + 32 + 2 * (2304 + 32)
 
 
 def test_parameter_count():
@@ -66,7 +70,7 @@ def test_flops_match_the_flop_counter():
         counter = FlopCounterMode(display=False)
         with torch.no_grad(), counter:
             model(torch.zeros(1, 1, 28, 28))
-        flops = hybrid_flops(model)
+        flops = model_flops(model)
         assert flops["total"] == counter.get_total_flops()
         assert (flops["stem"] > 0) == name.startswith("R")
 
@@ -74,14 +78,14 @@ def test_flops_match_the_flop_counter():
 def test_errors():
     with pytest.raises(ValueError, match="stride one of \\[1, 2, 4\\] .*got 8"):
         create_model("R8+ViT-Micro/8", image_size=32)
-    with pytest.raises(ValueError, match="unknown hybrid backbone 'resnet9'.*6n\\+2"):
+    with pytest.raises(ValueError, match="'ResNet-9'.*6n\\+2"):
         create_model("R9+ViT-Micro/4", image_size=28)
     with pytest.raises(ValueError, match="unknown hybrid backbone 'resnet19'"):
         hybrid_stem("resnet19", 4)
-    with pytest.raises(ValueError, match="unknown small hybrid backbone"):
+    with pytest.raises(ValueError, match="unknown small hybrid backbone 'resnet18'"):
         small_resnet_stem("resnet18", 4)
-    with pytest.raises(ValueError, match="width of a small ResNet stem"):
-        small_resnet_stem("resnet8-w0", 4)
+    with pytest.raises(ValueError, match="width of a small ResNet must be at least 1"):
+        small_resnet_stem("ResNet-8-w0", 4)
     with pytest.raises(ValueError, match="unknown model variant 'R8w8\\+ViT-Micro/4'.*R8\\+ViT-Micro/4"):
         parse_name("R8w8+ViT-Micro/4")
     with pytest.raises(ValueError, match="one of \\[4, 8, 16, 32\\], got 2"):  # torchvision stems keep their own strides

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from vitlib import VisionTransformer
-from vitlib.inspection import (attention_rollout, embedding_filters, mean_attention_distance, patch_distances,
-                               plot_attention_distance, plot_embedding_filters, rollout_maps)
+from vitlib.studies.attention_maps import attention_rollout, mean_attention_distance, plot_attention_distance, rollout_maps
+from vitlib.studies.embeddings import embedding_filters, patch_distances, plot_embedding_filters
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
-"""The additions to vitlib.inspection for notebook 13: one number per claim, and pre-trained weights + images."""
+"""The additions to vitlib.studies.attention_maps for notebook 13: one number per claim, and pre-trained weights + images."""
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from vitlib import VisionTransformer
-from vitlib.inspection import depth_trend, load_image_folder, load_reference_vit, mean_attention_distance
+from vitlib.studies.attention_maps import depth_trend, mean_attention_distance
+from vitlib.studies.reference import load_image_folder, load_reference_vit
 
 
 def test_depth_trend_is_the_correlation_of_layer_and_distance():
@@ -43,7 +44,7 @@ def test_reference_weights_from_a_timm_state_dict(tmp_path):
     src = TimmViT(img_size=32, patch_size=16, embed_dim=192, depth=2, num_heads=3, num_classes=5).eval()
     torch.save(src.state_dict(), tmp_path / "timm.pth")
     model, mean, std = load_reference_vit(tmp_path / "timm.pth")
-    assert mean == std == (0.5, 0.5, 0.5) and model.config["heads"] == 3
+    assert mean == std == (0.5, 0.5, 0.5) and model.config.heads == 3
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
         assert torch.allclose(model(x), src(x), atol=1e-5)

@@ -1,4 +1,4 @@
-"""vitlib.loader: batches are a pure function of (seed, epoch, step), an epoch can start at any step (resume), a global
+"""vitlib.data: batches are a pure function of (seed, epoch, step), an epoch can start at any step (resume), a global
 batch is sharded across processes, images are normalised and augmented reproducibly."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlib.datasets import TensorSplit, get_dataset
-from vitlib.loader import FolderLoader, TensorLoader, check_augment, random_crop_flip
+from vitlib.data import TensorSplit, get_dataset
+from vitlib.data import FolderLoader, TensorLoader, check_augment, random_crop_flip
 
 MEAN, STD = (0.5,), (0.25,)
 

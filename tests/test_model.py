@@ -145,7 +145,7 @@ def test_hybrid_resnet18_stem_gives_7x7_tokens():
 def test_hybrid_errors():
     with pytest.raises(ValueError, match="one of"):
         create_model("R18+ViT-Micro/5", image_size=40)
-    with pytest.raises(ValueError, match="unknown hybrid backbone 'resnet19'"):
+    with pytest.raises(ValueError, match="'ResNet-19': a small ResNet has 6n\\+2 layers"):
         create_model("R19+ViT-Micro/4", image_size=28)
 
 

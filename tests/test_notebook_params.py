@@ -1,7 +1,7 @@
 """vitlib.notebook.check_parameters: papermill parameters checked against the notebook's `parameters` cell."""
 import pytest
 
-from vitlib.notebook import ParameterError, check_parameters, declared_parameters
+from vitlib.studies.notebook import ParameterError, check_parameters, declared_parameters
 
 PARAMETERS_CELL = '''\
 # parameters

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vitlib.notebook import declared_parameters
+from vitlib.studies.notebook import declared_parameters
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]

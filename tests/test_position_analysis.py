@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vitlib import create_model, sincos_2d
-from vitlib.analysis import position_similarity, position_structure, similarity_by_distance
+from vitlib.studies.embeddings import position_similarity, position_structure, similarity_by_distance
 
 
 def smooth_grid(gh, gw, dim=32):

@@ -1,4 +1,4 @@
-"""Pre-training on one pipeline: the named recipes (vitlib.presets) and the command line that takes them, the
+"""Pre-training on one pipeline: the named recipes (vitlib.train.presets) and the command line that takes them, the
 self-supervised objectives run by vitlib.train (resumable like supervised runs), and transfer from a run folder
 (vitlib.finetune.load_pretrained)."""
 from __future__ import annotations
@@ -15,13 +15,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from vitlib.cnn import is_cnn_name
-from vitlib.finetune import load_pretrained, prepare_for_finetuning
-from vitlib.loader import TensorLoader
-from vitlib.datasets import get_dataset
+from vitlib.model.cnn import is_cnn_name
+from vitlib.studies.finetune import prepare_for_finetuning
+from vitlib.data import TensorLoader
+from vitlib.data import get_dataset
 from vitlib.model import parse_name
-from vitlib.presets import PRESETS, get_preset, table
-from vitlib.train import TrainConfig, check_config, main, parse_config, train
+from vitlib.train.presets import PRESETS, get_preset, table
+from vitlib.train import TrainConfig, check_config, load_pretrained, main, parse_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=2, lr=3e-3,

@@ -2,10 +2,10 @@ import pytest
 import torch
 
 from vitlib import VisionTransformer
-from vitlib.datasets import get_dataset
-from vitlib.mae import MAE, random_masking
-from vitlib.masked import MaskedPatchPrediction, corruption_plan, mean_colour_targets
-from vitlib.pretrain import pretrain
+from vitlib.data import get_dataset
+from vitlib.objectives import MAE, random_masking
+from vitlib.objectives import MaskedPatchPrediction, corruption_plan, mean_colour_targets
+from vitlib.studies.pretrain import pretrain
 
 
 def vit(**kw):

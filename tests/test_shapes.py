@@ -1,12 +1,12 @@
-"""vitlib.shapes: sequence length against patch size, parameter counts without weights, equal-parameter depth/width
+"""vitlib.studies.cost: sequence length against patch size, parameter counts without weights, equal-parameter depth/width
 pairs, and the training-throughput measure."""
 import pytest
 import torch
 
 from vitlib import VisionTransformer, count_parameters, create_model
-from vitlib.flops import vit_flops
-from vitlib.shapes import (depth_width_pair, logged_throughput, parameter_count, sequence_length, train_throughput,
-                           width_for_parameters)
+from vitlib.studies.cost import vit_flops
+from vitlib.studies.cost import depth_width_pair, parameter_count, sequence_length, width_for_parameters
+from vitlib.studies.timing import logged_throughput, train_throughput
 
 BASE = dict(image_size=28, patch_size=7, in_channels=1, num_classes=10)
 
@@ -54,17 +54,17 @@ def test_width_for_parameters_is_the_closest_multiple_of_heads():
 
 def test_depth_width_pair_has_equal_parameters_and_the_asked_shapes():
     deep, wide = depth_width_pair(dict(dim=48, depth=8, heads=4, mlp_ratio=2), shallow_depth=2, **BASE)
-    assert (deep["depth"], deep["dim"], deep["mlp_dim"]) == (8, 48, 96)
-    assert wide["depth"] == 2 and wide["dim"] > deep["dim"] and wide["mlp_dim"] == 2 * wide["dim"]
-    n_deep, n_wide = parameter_count(**deep), parameter_count(**wide)
+    assert (deep.depth, deep.dim, deep.mlp_dim) == (8, 48, 96)
+    assert wide.depth == 2 and wide.dim > deep.dim and wide.mlp_dim == 2 * wide.dim
+    n_deep, n_wide = parameter_count(deep), parameter_count(wide)
     assert abs(n_deep - n_wide) / n_deep < 0.05
-    assert n_deep == count_parameters(VisionTransformer(**deep)) and n_wide == count_parameters(VisionTransformer(**wide))
+    assert n_deep == count_parameters(VisionTransformer(deep)) and n_wide == count_parameters(VisionTransformer(wide))
     # same parameters, about the same FLOPs per image: both are ~ depth x 12 D^2 per token
-    f_deep, f_wide = vit_flops(**deep)["total"], vit_flops(**wide)["total"]
+    f_deep, f_wide = vit_flops(deep)["total"], vit_flops(wide)["total"]
     assert 0.8 < f_deep / f_wide < 1.25
     # mlp_dim in `deep` sets the ratio too
     deep2, wide2 = depth_width_pair(dict(dim=48, depth=8, heads=4, mlp_dim=192), shallow_depth=2, **BASE)
-    assert deep2["mlp_dim"] == 192 and wide2["mlp_dim"] == 4 * wide2["dim"]
+    assert deep2.mlp_dim == 192 and wide2.mlp_dim == 4 * wide2.dim
 
 
 def test_depth_width_pair_errors():
@@ -88,7 +88,7 @@ def test_train_throughput_measures_and_leaves_the_model_alone(one_thread):
 
 
 def test_train_throughput_of_a_cnn_needs_the_image_size(one_thread):
-    from vitlib.cnn import create_cnn
+    from vitlib.model.cnn import create_cnn
 
     cnn = create_cnn("ResNet-8", 10, 1)
     with pytest.raises(ValueError, match="image_size"):

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from vitlib import create_model
-from vitlib.datasets import get_dataset
-from vitlib.experiments import Experiment
-from vitlib.sweep import best_lr, condition, group_conditions, plot_sweep, sweep, sweep_means
+from vitlib.data import get_dataset
+from vitlib.studies.experiments import Experiment
+from vitlib.studies.sweep import best_lr, condition, group_conditions, plot_sweep, sweep, sweep_means
 from vitlib.train import TrainConfig
 
 
@@ -65,7 +65,7 @@ def test_sweep_trains_every_lr_and_seed_and_rejects_bad_input():
 
 
 def test_binomial_tolerance_is_one_binomial_standard_error():
-    from vitlib.sweep import binomial_tolerance
+    from vitlib.studies.sweep import binomial_tolerance
     assert binomial_tolerance(0.5, 2500) == pytest.approx(0.01)
     assert binomial_tolerance(0.8, 10_000) == pytest.approx(0.004)
     with pytest.raises(ValueError, match="accuracy"):

@@ -19,8 +19,8 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from vitlib.checkpoint import CheckpointError, read_checkpoint
-from vitlib.cnn import SmallResNet, create_cnn
+from vitlib.train.checkpoint import CheckpointError, read_checkpoint
+from vitlib.model.cnn import SmallResNet, create_cnn
 from vitlib.train import HELP, NonFiniteLossError, TrainConfig, main, parse_config, train
 
 ROOT = Path(__file__).resolve().parent.parent

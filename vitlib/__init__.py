@@ -1,12 +1,44 @@
-"""vitlib: the Vision Transformer of "An Image is Worth 16x16 Words" (Dosovitskiy et al., 2020), built to be read."""
-from .attention import MultiHeadSelfAttention, RelativePosition
-from .convert import from_jax_npz, from_timm, from_torchvision
-from .embedding import ClassToken, PatchEmbedding
-from .encoder import MLP, EncoderBlock
-from .heads import ClassifierHead, finetuning_head, pretraining_head
-from .hybrid import HybridEmbedding, resnet_stem
-from .model import VARIANTS, VisionTransformer, count_parameters, create_model, parse_name
-from .patches import check_patch_size, patchify, unpatchify
-from .position import POS_EMBED_KINDS, PositionEmbedding, resample_pos_embed, sincos_2d
+"""vitlib: the Vision Transformer of "An Image is Worth 16x16 Words" (Dosovitskiy et al., 2020), built to be read.
 
-__version__ = "0.1.0"
+Four layers, each importing only from those before it:
+
+    vitlib.model        the paper's model: patches, E, [class], E_pos, attention, encoder, heads, ViT, converters
+    vitlib.data         data sets, subsets, loaders, augmentation
+    vitlib.objectives   what a run minimises: classification, MAE, masked patch prediction
+    vitlib.train        the engine: config and presets, the loop, optimiser, checkpoints, EMA, DDP/FSDP, CLI
+    vitlib.studies      what the notebooks run: experiments and verdicts, sweeps, costs, inspection, probes, plots
+"""
+
+from . import _compat
+from ._version import __version__
+from .model import (
+    MLP,
+    VARIANTS,
+    ClassifierHead,
+    ClassToken,
+    EncoderBlock,
+    HybridEmbedding,
+    MultiHeadSelfAttention,
+    PatchEmbedding,
+    PositionEmbedding,
+    RelativePosition,
+    VisionTransformer,
+    ViTConfig,
+    check_patch_size,
+    count_parameters,
+    create_model,
+    finetuning_head,
+    from_jax_npz,
+    from_timm,
+    from_torchvision,
+    parse_name,
+    patchify,
+    pretraining_head,
+    resample_pos_embed,
+    resnet_stem,
+    sincos_2d,
+    unpatchify,
+)
+from .model.config import POS_EMBED_KINDS
+
+_compat.install()

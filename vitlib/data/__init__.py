@@ -1,0 +1,36 @@
+"""Data: sources by name (the bundled Fashion-MNIST subset offline, torchvision's sets, folders of images, procedural
+tasks), splits and stratified subsets, loaders and augmentation."""
+
+from .augment import AUGMENTATIONS, batch_seed, check_augment, folder_transforms, make_mixer, random_crop_flip
+from .files import (
+    FASHION_MNIST_CLASSES,
+    DataError,
+    bundled_dir,
+    data_dir,
+    load_fashion_mnist_mini,
+    read_idx,
+    verify_checksums,
+)
+from .loader import FolderLoader, TensorLoader
+from .sources import IMAGENET_MEAN, IMAGENET_STD, STATS, dataset_names, get_dataset
+from .splits import (
+    Dataset,
+    TensorSplit,
+    disjoint_subsets,
+    fraction_of,
+    labels_of,
+    resize_dataset,
+    split_off,
+    stratified_indices,
+    subset,
+    with_train,
+)
+from .synthetic import synthetic_position
+
+__all__ = [
+    "AUGMENTATIONS", "batch_seed", "check_augment", "folder_transforms", "make_mixer", "random_crop_flip",
+    "FASHION_MNIST_CLASSES", "DataError", "bundled_dir", "data_dir", "load_fashion_mnist_mini", "read_idx",
+    "verify_checksums", "FolderLoader", "TensorLoader", "IMAGENET_MEAN", "IMAGENET_STD", "STATS", "dataset_names",
+    "get_dataset", "Dataset", "TensorSplit", "disjoint_subsets", "fraction_of", "labels_of", "resize_dataset",
+    "split_off", "stratified_indices", "subset", "with_train", "synthetic_position",
+]

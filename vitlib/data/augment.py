@@ -1,0 +1,62 @@
+"""Augmentation: the presets a run can ask for ('none', 'crop-flip', 'randaugment'), a vectorised random crop and
+flip that runs where the batch is, transforms v2 for image files, and mixup / cutmix; every random draw seeded by
+(run seed, epoch, step), so a resumed run augments exactly as an uninterrupted one."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import torchvision.transforms.v2 as T
+
+AUGMENTATIONS = ("none", "crop-flip", "randaugment")
+RANDAUGMENT_GROUPS = 16  # on a GPU, RandAugment draws one op per group of images, not per image (see TensorLoader)
+
+
+def check_augment(augment: str) -> str:
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"unknown augmentation {augment!r}: choose one of {', '.join(AUGMENTATIONS)} "
+                         f"(mixup/cutmix are separate options, label smoothing belongs to the loss).")
+    return augment
+
+
+def batch_seed(seed: int, epoch: int, step: int) -> int:
+    """One seed per (run seed, epoch, step): augmentation is reproducible and independent of where a run resumed."""
+    return (seed * 1_000_003 + epoch) * 1_000_033 + step
+
+
+def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int, offset: int = 0,
+                     total: int | None = None) -> torch.Tensor:
+    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised.
+
+    The draws are made for `total` images (default: this batch) and rows offset.. are used: a process that holds one
+    shard of a global batch augments its images exactly as the whole batch would be augmented. They are made on the
+    generator's device: with a CUDA generator nothing is copied from the host, so the step never waits for it."""
+    b, _, h, w = images.shape
+    total, mine, where = total or b, slice(offset, offset + b), generator.device
+    padded = F.pad(images, (pad, pad, pad, pad))
+    dy = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
+    dx = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
+    flip = (torch.rand(total, 1, generator=generator, device=where) < 0.5)[mine].to(images.device)
+    rows = torch.arange(h, device=images.device)[None] + dy                       # (B, H)
+    cols = torch.arange(w, device=images.device)[None].expand(b, w)
+    cols = torch.where(flip, w - 1 - cols, cols) + dx                             # (B, W)
+    idx = torch.arange(b, device=images.device)[:, None, None]
+    return padded.permute(0, 2, 3, 1)[idx, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> T.Compose:
+    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) for training, resize + centre crop otherwise."""
+    if train and augment != "none":
+        ops = [T.RandomResizedCrop(image_size, antialias=True), T.RandomHorizontalFlip()]
+        ops += [T.RandAugment()] if augment == "randaugment" else []
+    else:
+        ops = [T.Resize(int(image_size * 1.14), antialias=True), T.CenterCrop(image_size)]
+    return T.Compose([T.ToImage(), *ops, T.ToDtype(torch.float32, scale=True), T.Normalize(mean, std)])
+
+
+def make_mixer(mixup: float, cutmix: float, num_classes: int):
+    """MixUp and/or CutMix (transforms v2) on a batch with its labels, one of the two per batch when both are on;
+    None when both alphas are 0."""
+    ops = ([T.MixUp(alpha=mixup, num_classes=num_classes)] if mixup > 0 else []) + \
+          ([T.CutMix(alpha=cutmix, num_classes=num_classes)] if cutmix > 0 else [])
+    return T.RandomChoice(ops) if len(ops) > 1 else (ops[0] if ops else None)

@@ -1,0 +1,111 @@
+"""Data on disk: where data sets are, the IDX format of (Fashion-)MNIST, checksums, and the bundled subset of
+Fashion-MNIST (MIT licence) in data/fashion-mnist-mini, checked on load."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+         "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+REPO_DATA = Path(__file__).resolve().parents[2] / "data"  # the repository's data/ folder
+ENV = "VITLIB_DATA_DIR"
+
+# sha256 of the decompressed IDX files (the same bytes whether gzip'd by the authors or re-packed by Debian),
+# read off Debian's dataset-fashion-mnist 0.0~git20200523; torchvision's md5 sums cover the original .gz files.
+CONTENT_SHA256 = {
+    "train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+    "train-labels-idx1-ubyte.gz": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    "t10k-images-idx3-ubyte.gz": "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+    "t10k-labels-idx1-ubyte.gz": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+}
+
+
+class DataError(RuntimeError):
+    """A data set that is missing, incomplete or corrupt; the message says where it was looked for and what to do."""
+
+
+def data_dir() -> Path:
+    """Where data sets are looked for and downloaded: $VITLIB_DATA_DIR, else data/cache in the repository.
+
+    $VITLIB_DATA, the name of earlier versions, still works with a DeprecationWarning."""
+    if ENV in os.environ:
+        return Path(os.environ[ENV]).expanduser()
+    if "VITLIB_DATA" in os.environ:
+        warnings.warn(f"$VITLIB_DATA is deprecated: set ${ENV} (where data sets are looked for and downloaded).",
+                      DeprecationWarning, stacklevel=2)
+        return Path(os.environ["VITLIB_DATA"]).expanduser()
+    return REPO_DATA / "cache"
+
+
+def bundled_dir() -> Path:
+    """The bundled subset: a copy in $VITLIB_DATA_DIR/fashion-mnist-mini when there is one, else data/ of the
+    repository."""
+    copy = data_dir() / "fashion-mnist-mini"
+    return copy if (copy / "SHA256SUMS").exists() else REPO_DATA / "fashion-mnist-mini"
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (gzip or not), the format of MNIST and Fashion-MNIST."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise DataError(f"{path} is not an unsigned-byte IDX file: replace it with a fresh copy.")
+    ndim = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise DataError(f"{path} is truncated: its header says {shape} but it holds {data.size} values.")
+    return data.reshape(shape)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def idx_file_ok(path: Path, md5: str) -> bool:
+    """The .gz matches torchvision's md5, or its decompressed content matches CONTENT_SHA256 (Fashion-MNIST)."""
+    raw = Path(path).read_bytes()
+    if hashlib.md5(raw).hexdigest() == md5:
+        return True
+    if path.name in CONTENT_SHA256 and raw[:2] == b"\x1f\x8b":
+        try:
+            return hashlib.sha256(gzip.decompress(raw)).hexdigest() == CONTENT_SHA256[path.name]
+        except (OSError, EOFError):
+            return False
+    return False
+
+
+def verify_checksums(folder: Path) -> None:
+    """Compare every file listed in folder/SHA256SUMS with its checksum; raise DataError naming the bad file."""
+    sums = Path(folder) / "SHA256SUMS"
+    if not sums.exists():
+        raise DataError(f"{sums} is missing: restore data/ from the repository (git checkout -- data).")
+    for line in sums.read_text().splitlines():
+        digest, name = line.split()
+        path = Path(folder) / name
+        if not path.exists():
+            raise DataError(f"{path} is missing: restore it with `git checkout -- {path}` "
+                            f"or rebuild it with `python scripts/make_fashion_mnist_mini.py`.")
+        if sha256(path) != digest:
+            raise DataError(f"{path} fails its checksum (expected sha256 {digest[:12]}..., got {sha256(path)[:12]}"
+                            f"...): the file is corrupt or was changed; restore it with `git checkout -- {path}`.")
+
+
+def load_fashion_mnist_mini(split: str = "train", root: str | Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The bundled subset as (images uint8 (N, 1, 28, 28), labels int64 (N,)); split is 'train' or 'test'."""
+    if split not in FILES:
+        raise ValueError(f"unknown split {split!r}: use 'train' or 'test'.")
+    folder = Path(root) if root is not None else bundled_dir()
+    verify_checksums(folder)
+    images, labels = (read_idx(folder / name) for name in FILES[split])
+    return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))

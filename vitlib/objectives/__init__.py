@@ -1,0 +1,24 @@
+"""Objectives: classification (the paper's supervised pre-training and fine-tuning), MAE, and the paper's masked
+patch prediction (section 4.6), behind the one interface of `vitlib.objectives.objective`."""
+
+from torch import nn
+
+from ..model import VisionTransformer
+from .mae import MAE, random_masking
+from .mpp import MaskedPatchPrediction, corruption_plan, mean_colour_targets
+from .objective import OBJECTIVES, Classification, SelfSupervised, StepLoss, get_objective, objective_name
+
+
+def wrap(name: str, vit: VisionTransformer, mean=(0.0,), std=(1.0,)) -> nn.Module:
+    """The model a run of objective `name` trains: the ViT itself for 'classify', else the ViT inside MAE or
+    MaskedPatchPrediction (`mean` / `std`: the loader's normalisation, which masked patch prediction undoes)."""
+    if name == "mae":
+        return MAE(vit)
+    if name == "mpp":
+        return MaskedPatchPrediction(vit, mean=mean, std=std)
+    get_objective(name)  # a clear error for an unknown name
+    return vit
+
+
+__all__ = ["MAE", "random_masking", "MaskedPatchPrediction", "corruption_plan", "mean_colour_targets", "OBJECTIVES",
+           "Classification", "SelfSupervised", "StepLoss", "get_objective", "objective_name", "wrap"]

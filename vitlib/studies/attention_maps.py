@@ -1,0 +1,118 @@
+"""Where a ViT's attention looks (section 4.5, Fig. 6 and Fig. 7 right, Appendix D.7-D.8): the mean attention
+distance of every head, and attention rollout.
+
+    weights = model.attention_maps(images)                # every layer's softmax(q k^T / sqrt(D_h)), (B, h, L, L)
+    dist = mean_attention_distance(weights, model)        # Fig. 7 (right): (layers, heads), in pixels
+    maps = rollout_maps(weights, model)                   # Fig. 6: (B, gh, gw) attention of [class] on the patches
+    depth_trend(dist)                                     # Fig. 7 (right) as one number
+
+What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.studies.embeddings`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from .embeddings import patch_distances
+
+
+def _grid_of(model_or_grid) -> tuple[tuple[int, int], int, int]:
+    """(grid, patch_size, num_prefix_tokens) of a VisionTransformer, or of a (gh, gw, patch_size, prefix) tuple."""
+    if isinstance(model_or_grid, torch.nn.Module):
+        pe = model_or_grid.patch_embed
+        return tuple(pe.grid), pe.patch_size, model_or_grid.num_prefix_tokens
+    gh, gw, p, prefix = model_or_grid
+    return (gh, gw), p, prefix
+
+
+def _check_weights(weights: torch.Tensor, grid: tuple[int, int], prefix: int) -> None:
+    gh, gw = grid
+    if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[-1] != prefix + gh * gw:
+        raise ValueError(f"expected one layer's attention weights (B, heads, L, L) with L = {prefix} prefix + "
+                         f"{gh}x{gw} patches = {prefix + gh * gw}, got shape {tuple(weights.shape)}; get them from "
+                         f"model.attention_maps(images).")
+
+
+# ------------------------------------------------------------------------------------------ Fig. 7 (right)
+def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, model_or_grid) -> torch.Tensor:
+    """Fig. 7 (right) / Appendix D.7: for every layer and head, the image-space distance between a query patch and
+    the patches it attends to, weighted by the attention, averaged over query patches and images, in pixels.
+    Prefix tokens ([class]) are left out as queries and keys; each query's weights on the patches are renormalised
+    to sum to 1. `weights`: a list of (B, heads, L, L) per layer (model.attention_maps) or one such tensor.
+    Returns (layers, heads)."""
+    grid, p, prefix = _grid_of(model_or_grid)
+    layers = [weights] if isinstance(weights, torch.Tensor) else list(weights)
+    dist = patch_distances(grid, p)
+    out = []
+    for w in layers:
+        _check_weights(w, grid, prefix)
+        a = w[..., prefix:, prefix:].double()
+        a = a / a.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+        out.append((a * dist.to(a.device)).sum(-1).mean(dim=(0, 2)))   # (heads,)
+    return torch.stack(out).float().cpu()
+
+
+def plot_attention_distance(distances: torch.Tensor, ax=None, label: str | None = None, image_size: int | None = None,
+                            **kwargs):
+    """Fig. 7 (right): one dot per head, mean attention distance (pixels) against the layer (network depth)."""
+    distances = torch.as_tensor(distances)
+    ax = ax if ax is not None else plt.figure(figsize=(4, 3.2), layout="constrained").add_subplot()
+    layers, heads = distances.shape
+    x = np.repeat(np.arange(1, layers + 1), heads)
+    ax.scatter(x, distances.flatten().numpy(), s=12, label=label, **kwargs)
+    ax.set_xlabel("Network depth (layer)")
+    ax.set_ylabel("Mean attention distance (pixels)")
+    if image_size:
+        ax.set_ylim(0, image_size)
+    return ax
+
+
+# ------------------------------------------------------------------------------- Fig. 6 / Appendix D.8
+def attention_rollout(weights: Sequence[torch.Tensor], add_residual: bool = True, head_fusion: str = "mean") -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema 2020; Appendix D.8): fuse the heads of every layer (mean, as in the paper,
+    or max / min), add the identity for the residual connection and renormalise the rows (A' = (A + I) / 2), then
+    multiply the layers: R = A'_L ... A'_1. Returns (B, L, L): how much each output token draws on each input token."""
+    fuse = {"mean": lambda w: w.mean(1), "max": lambda w: w.amax(1), "min": lambda w: w.amin(1)}
+    if head_fusion not in fuse:
+        raise ValueError(f"head_fusion must be one of {', '.join(fuse)}, got {head_fusion!r}.")
+    layers = list(weights)
+    if not layers:
+        raise ValueError("no attention weights given: pass model.attention_maps(images), one tensor per layer.")
+    rollout = None
+    for w in layers:
+        if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+            raise ValueError(f"expected attention weights (B, heads, L, L), got shape {tuple(w.shape)}.")
+        a = fuse[head_fusion](w.double())
+        if add_residual:
+            a = a + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+        a = a / a.sum(dim=-1, keepdim=True)
+        rollout = a if rollout is None else a @ rollout
+    return rollout.float()
+
+
+def rollout_maps(weights: Sequence[torch.Tensor], model_or_grid, add_residual: bool = True,
+                 head_fusion: str = "mean") -> torch.Tensor:
+    """The rolled-out attention of the [class] token (or, without one, the mean over patch tokens) on the patches,
+    (B, gh, gw), each map scaled to sum to 1: what Fig. 6 overlays on the input images."""
+    grid, _, prefix = _grid_of(model_or_grid)
+    layers = list(weights)
+    _check_weights(layers[0], grid, prefix)
+    r = attention_rollout(layers, add_residual, head_fusion)
+    rows = r[:, 0, prefix:] if prefix else r.mean(dim=1)
+    rows = rows / rows.sum(dim=-1, keepdim=True)
+    return rows.reshape(-1, *grid)
+
+
+# --------------------------------------------------------------------------------- one number per claim
+def depth_trend(distances: torch.Tensor) -> float:
+    """Pearson correlation between the layer (1..L) and the mean attention distance over every (layer, head) dot of
+    Fig. 7 (right): > 0 when attention distance grows with depth (Appendix D.7). NaN when all distances are equal."""
+    distances = torch.as_tensor(distances).double()
+    if distances.ndim != 2 or distances.shape[0] < 2:
+        raise ValueError(f"expected mean attention distances (layers >= 2, heads), got shape {tuple(distances.shape)}.")
+    layers = torch.arange(1, distances.shape[0] + 1, dtype=torch.float64)[:, None].expand_as(distances)
+    return torch.corrcoef(torch.stack([layers.flatten(), distances.flatten()]))[0, 1].item()

@@ -1,0 +1,217 @@
+"""What a ViT's embeddings learned (section 4.5): the principal components of the patch embedding E (Fig. 7, left)
+and the similarity of the position embeddings E_pos (Fig. 7, center, and Fig. 10 of the paper).
+
+    filters, share = embedding_filters(model, k=28)   # Fig. 7 (left): top principal components of E as images
+    sim = position_similarity(model)                  # (N, gh, gw): patch i's E_pos against every patch
+    plot_position_similarity(model, title="trained")  # Fig. 7 (center): one tile per patch, in the patch grid
+
+`model` may be a `VisionTransformer`, its `PositionEmbedding`, or a tensor of embeddings ((N, D), (prefix + N, D) or
+(1, prefix + N, D)); the [class] token's embedding (the prefix) is left out, as in the paper's figure.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..utils import square_grid
+
+
+def patch_position_embeddings(source, grid: tuple[int, int] | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
+    """The position embeddings of the patches only, as (N, D) with their grid (gh, gw): [class] / prefix rows dropped.
+
+    `source` is a VisionTransformer, a PositionEmbedding or a tensor. For a tensor without `grid`, the grid is taken
+    to be square: N rows (a square number) or 1 + N rows (a [class] embedding first)."""
+    module = getattr(source, "pos_embed", source)  # a model holds its PositionEmbedding as .pos_embed
+    if isinstance(module, torch.nn.Module):
+        emb = module.embeddings()
+        if emb is None:
+            raise ValueError(f"position embeddings of kind {module.kind!r} add nothing to the tokens, so there is no "
+                             f"embedding to compare: use a model with 'learned', 'learned2d' or 'sincos2d'.")
+        grid = tuple(module.grid) if grid is None else tuple(grid)
+        emb = emb[0, module.num_prefix_tokens:]
+    else:
+        emb = torch.as_tensor(source)
+        if emb.ndim == 3:
+            if emb.shape[0] != 1:
+                raise ValueError(f"expected one set of position embeddings (1, L, D), got shape {tuple(emb.shape)}.")
+            emb = emb[0]
+        if emb.ndim != 2:
+            raise ValueError(f"expected position embeddings (L, D) or (1, L, D), got shape {tuple(emb.shape)}.")
+        rows = emb.shape[0]
+        if grid is None:
+            try:
+                grid = square_grid(rows, "position embeddings")
+            except ValueError:  # a [class] embedding first?
+                grid = square_grid(rows - 1, "position embeddings (with or without a [class] embedding)")
+        grid = tuple(grid)
+        prefix = rows - grid[0] * grid[1]
+        if prefix < 0:
+            raise ValueError(f"grid {grid} has {grid[0] * grid[1]} patches but there are only {rows} embeddings.")
+        emb = emb[prefix:]
+    return emb.detach().float().cpu(), grid
+
+
+def position_similarity(source, grid: tuple[int, int] | None = None) -> torch.Tensor:
+    """Cosine similarity of every patch's position embedding with all the others, as a (N, gh, gw) tensor: entry
+    [i, r, c] compares patch i (row-major: row i // gw, column i % gw) with the patch in row r, column c."""
+    emb, (gh, gw) = patch_position_embeddings(source, grid)
+    unit = F.normalize(emb, dim=-1)
+    return (unit @ unit.T).reshape(gh * gw, gh, gw)
+
+
+def similarity_mosaic(similarity: torch.Tensor, pad: int = 1) -> np.ndarray:
+    """The (N, gh, gw) similarities laid out as in Fig. 7 (center): tile i, a gh x gw image, sits at the grid position
+    of patch i; tiles are separated by `pad` rows/columns of NaN (drawn blank). Returns a float array."""
+    similarity = torch.as_tensor(similarity).detach().cpu().double()
+    n, gh, gw = similarity.shape
+    if n != gh * gw:
+        raise ValueError(f"expected one gh x gw tile per patch, got {n} tiles of {gh}x{gw}.")
+    out = np.full((gh * gh + (gh - 1) * pad, gw * gw + (gw - 1) * pad), np.nan)
+    for i in range(n):
+        r, c = divmod(i, gw)
+        top, left = r * (gh + pad), c * (gw + pad)
+        out[top:top + gh, left:left + gw] = similarity[i].numpy()
+    return out
+
+
+def plot_position_similarity(source, grid: tuple[int, int] | None = None, ax=None, title: str | None = None,
+                             pad: int = 1, colorbar: bool = True, cmap: str = "viridis", vmin: float | None = -1.0,
+                             vmax: float | None = 1.0):
+    """Fig. 7 (center): for the patch in row r, column c, a tile showing the cosine similarity of its position
+    embedding with those of all patches. One image on the Axes (`ax.images[0]`, the `similarity_mosaic`); returns ax.
+    The colour scale is the paper's, -1 to 1; vmin=None / vmax=None fit it to the data instead."""
+    sim = position_similarity(source, grid)
+    gh, gw = sim.shape[1:]
+    mosaic = similarity_mosaic(sim, pad)
+    ax = ax if ax is not None else plt.figure(figsize=(4.2, 3.6), layout="constrained").add_subplot()
+    colormap = plt.get_cmap(cmap).with_extremes(bad="white")  # the NaN gaps between tiles
+    im = ax.imshow(mosaic, cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
+    ax.set_xticks([c * (gw + pad) + (gw - 1) / 2 for c in range(gw)], [str(c + 1) for c in range(gw)])
+    ax.set_yticks([r * (gh + pad) + (gh - 1) / 2 for r in range(gh)], [str(r + 1) for r in range(gh)])
+    ax.tick_params(length=0, labelsize=8)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_xlabel("Input patch column")
+    ax.set_ylabel("Input patch row")
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, shrink=0.8, label="Cosine similarity")
+    return ax
+
+
+# ------------------------------------------------------------------------- the structure of E_pos, as numbers
+def patch_distances(grid: tuple[int, int], patch_size: int) -> torch.Tensor:
+    """Euclidean distance in pixels between the centres of every pair of patches, (N, N)."""
+    gh, gw = grid
+    rows, cols = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
+    centres = torch.stack([rows.flatten(), cols.flatten()], dim=1).double() * patch_size
+    return torch.cdist(centres, centres)
+
+
+def _pair_geometry(gh: int, gw: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Euclidean and Chebyshev distances (N, N) between the patches of a gh x gw grid, in patch units."""
+    r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
+    r, c = r.flatten().double(), c.flatten().double()
+    chebyshev = torch.maximum((r[:, None] - r[None]).abs(), (c[:, None] - c[None]).abs())
+    return patch_distances((gh, gw), 1), chebyshev
+
+
+def similarity_by_distance(source, grid: tuple[int, int] | None = None) -> list[tuple[float, float, int]]:
+    """Fig. 7 (center) as a curve: for each distance between two patches (Euclidean, in patches), the mean cosine
+    similarity of their position embeddings and the number of pairs, as (distance, mean similarity, pairs) rows
+    sorted by distance; a patch with itself (distance 0) is left out."""
+    sim = position_similarity(source, grid)
+    n, gh, gw = sim.shape
+    flat = sim.reshape(n, n).double()
+    dist, _ = _pair_geometry(gh, gw)
+    rounded = (dist * 1e6).round() / 1e6  # sqrt(2) from different pairs must fall in one bin
+    out = []
+    for d in sorted(set(rounded[~torch.eye(n, dtype=torch.bool)].tolist())):
+        mask = rounded == d
+        out.append((float(d), float(flat[mask].mean()), int(mask.sum()) // 2))
+    return out
+
+
+def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
+    """Numbers for what Fig. 7 (center) shows, "closer patches tend to have more similar position embeddings" (§4.5):
+
+    neighbour             mean cosine similarity of the E_pos of side-by-side patches (sharing an edge);
+    far                   mean over pairs at least half the grid apart along rows or columns
+                          (Chebyshev distance >= ceil(max(gh, gw) / 2));
+    gap                   neighbour - far: > 0 when near patches are more alike than far ones;
+    distance_corr         Pearson correlation of similarity and distance over all pairs (< 0: similarity falls off
+                          with distance);
+    nearest_is_neighbour  fraction of patches whose most similar *other* patch touches it (8-neighbourhood);
+    chance_nearest        the same fraction expected when the most similar other patch is a random one;
+    self_is_max           fraction of patches whose E_pos is more similar to itself than to any other patch (1.0
+                          unless two patches share an embedding, e.g. all-zero or duplicated rows).
+
+    Random (untrained) embeddings give gap ~ 0, distance_corr ~ 0 and nearest_is_neighbour ~ chance_nearest.
+    """
+    sim = position_similarity(source, grid)
+    n, gh, gw = sim.shape
+    if n < 2:
+        raise ValueError(f"a grid of {gh}x{gw} patches has no pairs to compare: it needs at least 2 patches.")
+    flat = sim.reshape(n, n).double()
+    dist, cheb = _pair_geometry(gh, gw)
+    off = ~torch.eye(n, dtype=torch.bool)
+    adjacent = (dist - 1).abs() < 1e-9
+    far = cheb >= math.ceil(max(gh, gw) / 2)
+    if not adjacent.any() or not far.any():
+        raise ValueError(f"a grid of {gh}x{gw} patches is too small to tell near from far patches.")
+    x, y = dist[off], flat[off]
+    x, y = x - x.mean(), y - y.mean()
+    denom = float((x.norm() * y.norm()))
+    others = flat.masked_fill(~off, float("-inf"))
+    nearest = others.argmax(dim=1)
+    touching = (cheb <= 1) & off
+    neighbour = float(flat[adjacent].mean())
+    far_mean = float(flat[far].mean())
+    return {
+        "grid": (gh, gw),
+        "neighbour": neighbour,
+        "far": far_mean,
+        "gap": neighbour - far_mean,
+        "distance_corr": float((x * y).sum()) / denom if denom > 0 else 0.0,
+        "nearest_is_neighbour": float(touching[torch.arange(n), nearest].double().mean()),
+        "chance_nearest": float((touching.sum(dim=1).double() / (n - 1)).mean()),
+        "self_is_max": float((flat.diagonal() > others.max(dim=1).values + 1e-6).double().mean()),
+    }
+
+
+# ------------------------------------------------------------------------------------------- Fig. 7 (left)
+def embedding_filters(model, k: int = 28) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fig. 7 (left): the top-k principal components of the rows of E (one filter of P x P x C per embedding
+    dimension), as images (k, C, P, P), and the share of the variance each explains (k,)."""
+    pe = model.patch_embed
+    if not hasattr(pe, "conv_weight"):
+        raise ValueError("a hybrid model has no pixel-space patch embedding: its E acts on CNN features (section 3.1).")
+    filters = pe.conv_weight().detach().float().cpu()            # (D, C, P, P)
+    d = filters.shape[0]
+    flat = filters.reshape(d, -1)
+    centred = flat - flat.mean(dim=0, keepdim=True)
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)    # rows of vh: principal directions in pixel space
+    k = min(k, vh.shape[0])
+    share = s ** 2 / (s ** 2).sum()
+    return vh[:k].reshape(k, *filters.shape[1:]), share[:k]
+
+
+def plot_embedding_filters(model, k: int = 28, cols: int = 7, size: float = 0.9):
+    """The first k principal components of E, each shown with its own colour scale (as in Fig. 7, left)."""
+    comps, share = embedding_filters(model, k)
+    rows = -(-len(comps) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * size, rows * size), squeeze=False, layout="constrained")
+    for i, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if i < len(comps):
+            c = comps[i]
+            c = (c - c.min()) / (c.max() - c.min()).clamp_min(1e-12)
+            ax.imshow((c[0] if c.shape[0] == 1 else c.permute(1, 2, 0)).numpy(), cmap="gray" if c.shape[0] == 1 else None)
+            ax.set_title(f"{100 * share[i]:.0f}%", fontsize=6)
+    fig.suptitle("Principal components of the patch embedding E", fontsize=9)
+    return fig

@@ -1,0 +1,184 @@
+"""The paper's claims in miniature: run each condition over several seeds, keep every number with the parameters that
+made it (JSON and CSV in the run folder), summarise as mean ± std, compare two conditions, and write the table of
+claim / paper's number / our number / verdict."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from .._version import __version__
+from ..model import count_parameters
+from ..train import train
+from ..utils import write_csv, write_json
+from .stats import VERDICTS, difference, mean_std, verdict
+
+
+def new_run_folder(root: str | Path, name: str) -> Path:
+    """A fresh folder root/name/<date-time>[-k]: a new run never writes over the files of an earlier one."""
+    base = Path(root) / name / datetime.now().strftime("%Y%m%d-%H%M%S")
+    path, k = base, 1
+    while path.exists():
+        path, k = base.with_name(f"{base.name}-{k}"), k + 1
+    path.mkdir(parents=True)
+    return path
+
+
+def train_metrics(result) -> dict:
+    """The numbers of a finished `vitlib.train.train` run that an experiment keeps."""
+    final = result.final
+    out = {"train_acc": final.get("train_acc"), "train_loss": final.get("train_loss"), "epochs": final.get("epoch"),
+           "train_time_s": final.get("time_s"), "params": count_parameters(result.model)}
+    for split in ("val", "test"):
+        if f"{split}_acc" in final:
+            out[f"{split}_acc"] = final[f"{split}_acc"]
+    if result.test:
+        out["test_acc"], out["test_loss"] = result.test["acc"], result.test["loss"]
+    return out
+
+
+class Experiment:
+    """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed."""
+
+    def __init__(self, name: str, out: str | Path | None = None, params: dict | None = None):
+        self.name, self.params = name, dict(params or {})
+        self.out = Path(out) if out else None
+        self.rows: list[dict] = []
+        self.verdicts: list[dict] = []
+        self.fields: dict[str, dict] = {}   # condition -> the fields its rows were run with (e.g. fraction=0.1)
+
+    # ------------------------------------------------------------------------------------------------ running
+    def add(self, condition: str, seed: int, metrics: dict, **fields) -> dict:
+        self.fields[condition] = dict(fields)
+        row = {"condition": condition, "seed": seed, **fields, **metrics}
+        self.rows.append(row)
+        self.save()
+        return row
+
+    def run(self, condition: str, fn: Callable[[int], dict], seeds: Iterable[int], **fields) -> list[dict]:
+        """Call fn(seed) -> metrics for every seed; each row also gets `fields` (e.g. fraction=0.1) and wall time."""
+        rows = []
+        for seed in seeds:
+            start = time.perf_counter()
+            metrics = dict(fn(seed))
+            metrics.setdefault("wall_s", time.perf_counter() - start)
+            rows.append(self.add(condition, seed, metrics, **fields))
+        return rows
+
+    def train(self, condition: str, cfg, seeds: Iterable[int], data=None, model=None, **fields) -> list[dict]:
+        """Train `cfg` once per seed (cfg.seed replaced); `data` and `model` may be callables of the seed."""
+
+        def one(seed: int) -> dict:
+            run_cfg = dataclasses.replace(cfg, seed=seed, out=None, progress=False)
+            torch.manual_seed(seed)
+            d = data(seed) if callable(data) else data
+            m = model(seed) if callable(model) else model
+            return train_metrics(train(run_cfg, model=m, data=d))
+
+        return self.run(condition, one, seeds, **fields)
+
+    # -------------------------------------------------------------------------------------------- summarising
+    def conditions(self) -> list[str]:
+        return list(dict.fromkeys(r["condition"] for r in self.rows))
+
+    def values(self, condition: str, metric: str = "test_acc") -> list[float]:
+        vals = [r[metric] for r in self.rows if r["condition"] == condition and r.get(metric) is not None]
+        if not vals:
+            known = ", ".join(self.conditions()) or "none yet"
+            raise KeyError(f"no {metric!r} values for condition {condition!r} (conditions: {known}).")
+        return vals
+
+    def summary(self, metric: str = "test_acc") -> list[dict]:
+        """One row per condition, in the order run: its fields, n, mean, std, min and max of `metric`."""
+        out = []
+        for cond in self.conditions():
+            rows = [r for r in self.rows if r["condition"] == cond and r.get(metric) is not None]
+            if not rows:
+                continue
+            vals = [r[metric] for r in rows]
+            m, s = mean_std(vals)
+            out.append({**self.fields.get(cond, {}), "condition": cond, "metric": metric, "n": len(vals), "mean": m, "std": s,
+                        "min": min(vals), "max": max(vals)})
+        return out
+
+    def compare(self, a: str, b: str, metric: str = "test_acc", expect: str = "greater", tolerance: float = 0.0) -> dict:
+        """Difference a - b of `metric`, its standard error, and the verdict on the claim 'a <expect> b'."""
+        d, se = difference(self.values(a, metric), self.values(b, metric))
+        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se,
+                "verdict": verdict(d, se, expect, tolerance)}
+
+    def claim(self, claim: str, paper: str, ours: str, verdict: str, why: str = "") -> dict:
+        """Add a row of the closing table (saved with the results)."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}.")
+        row = {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "why": why}
+        self.verdicts.append(row)
+        self.save()
+        return row
+
+    def verdict_table(self) -> str:
+        """The closing table as Markdown (display with IPython.display.Markdown)."""
+        lines = ["| claim | paper | ours (mean ± std over seeds) | verdict | why |", "|---|---|---|---|---|"]
+        for v in self.verdicts:
+            lines.append("| " + " | ".join(str(v[k]).replace("|", "/") for k in ("claim", "paper", "ours", "verdict", "why")) + " |")
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------------------------------------- files
+    def to_dict(self) -> dict:
+        return {"experiment": self.name, "vitlib": __version__, "torch": torch.__version__,
+                "python": platform.python_version(), "machine": platform.machine(), "threads": torch.get_num_threads(),
+                "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"), "params": self.params,
+                "fields": self.fields, "rows": self.rows, "summary": {m: self.summary(m) for m in self._metrics()}, "verdicts": self.verdicts}
+
+    def _metrics(self) -> list[str]:
+        return [m for m in ("test_acc", "val_acc") if any(r.get(m) is not None for r in self.rows)]
+
+    def save(self) -> Path | None:
+        """Write out/<name>.json and out/<name>.csv (atomically: a crash leaves the previous files whole)."""
+        if self.out is None:
+            return None
+        path = write_json(self.out / f"{self.name}.json", self.to_dict())
+        if self.rows:
+            write_csv(path.with_suffix(".csv"), self.rows)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Experiment":
+        data = json.loads(Path(path).read_text())
+        exp = cls(data["experiment"], None, data.get("params"))
+        exp.rows, exp.verdicts, exp.fields = data["rows"], data.get("verdicts", []), data.get("fields", {})
+        exp.out = Path(path).parent
+        return exp
+
+    # --------------------------------------------------------------------------------------------- plotting
+    def errorbar(self, ax, x: str, metric: str = "test_acc", conditions: Iterable[str] | None = None,
+                 label: str | None = None, **kwargs):
+        """Mean ± std of `metric` against the row field `x` (e.g. fraction), over the given conditions, as one line."""
+        chosen = list(conditions) if conditions is not None else self.conditions()
+        pts = []
+        for cond in chosen:
+            if x not in self.fields.get(cond, {}):
+                raise KeyError(f"condition {cond!r} was not run with the field {x!r} (its fields: {self.fields.get(cond)}).")
+            m, s = mean_std(self.values(cond, metric))
+            pts.append((self.fields[cond][x], m, s))
+        pts.sort()
+        xs, ms, ss = zip(*pts)
+        return ax.errorbar(xs, ms, yerr=ss, capsize=3, marker="o", label=label, **kwargs)
+
+    def bar(self, ax, metric: str = "test_acc", conditions: Iterable[str] | None = None, **kwargs):
+        """Bars of mean ± std per condition, with every seed's value as a dot."""
+        chosen = list(conditions) if conditions is not None else self.conditions()
+        for i, cond in enumerate(chosen):
+            vals = self.values(cond, metric)
+            m, s = mean_std(vals)
+            ax.bar(i, m, yerr=s, capsize=4, alpha=0.7, **kwargs)
+            ax.plot([i] * len(vals), vals, "k.", ms=4)
+        ax.set_xticks(range(len(chosen)), chosen, rotation=20, ha="right")
+        ax.set_ylabel(metric)
+        return ax

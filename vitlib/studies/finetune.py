@@ -1,0 +1,110 @@
+"""Fine-tuning a pre-trained ViT, possibly at a higher resolution (section 3.2).
+
+    ft = prepare_for_finetuning(pretrained, num_classes=10, image_size=28)            # the paper's recipe
+    ft = prepare_for_finetuning(pretrained, num_classes=10, image_size=28, pos_interp="fresh")   # a baseline
+
+The paper: "we remove the pre-trained prediction head and attach a zero-initialized D x K feedforward layer" and
+"it is often beneficial to fine-tune at higher resolution than pre-training ... we keep the patch size the same, which
+results in a larger effective sequence length. ... The pre-trained position embeddings may no longer be meaningful,
+so we perform 2D interpolation of the pre-trained position embeddings, according to their location in the original
+image." The patch embedding E, the encoder and the [class] token carry over unchanged: only the number of patches
+N = HW / P^2 grows. What changes is E_pos, one row per patch, and `pos_interp` picks how the new rows are made:
+
+- "2d": the paper's 2D interpolation (`vitlib.model.resample_pos_embed`): the gh x gw grid of embeddings is
+  resampled as an image with D channels, so each new patch gets the embedding of its location in the old grid;
+- "1d": a naive baseline that forgets the grid: the flattened sequence of N embeddings is stretched to N' by 1D
+  linear interpolation, so row ends and row starts are blended and most patches get another place's embedding;
+- "fresh": a baseline that throws the pre-trained patch embeddings away and starts them again at random
+  (std 0.02, as at initialisation); fine-tuning must learn the positions from the small labelled set.
+
+The [class] token's own position embedding (the prefix) is kept in every case.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..model import VisionTransformer, check_patch_size, finetuning_head, resample_pos_embed
+from ..utils import pair
+
+POS_INTERPOLATIONS = ("2d", "1d", "fresh")
+
+
+def resample_pos_embed_1d(pos_embed: torch.Tensor, new_num_patches: int, num_prefix_tokens: int = 1) -> torch.Tensor:
+    """The naive baseline: stretch the flattened sequence of (1, prefix + N, D) position embeddings to N' patches by
+    1D linear interpolation along the sequence, ignoring that the patches form a 2D grid."""
+    if new_num_patches < 1:
+        raise ValueError(f"new_num_patches must be at least 1, got {new_num_patches}.")
+    prefix, seq = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    if seq.shape[1] == new_num_patches:
+        return pos_embed
+    seq = F.interpolate(seq.transpose(1, 2).float(), size=new_num_patches, mode="linear", align_corners=False)
+    return torch.cat([prefix, seq.transpose(1, 2).to(pos_embed.dtype)], dim=1)
+
+
+def fresh_pos_embed(pos_embed: torch.Tensor, new_num_patches: int, num_prefix_tokens: int = 1,
+                    generator: torch.Generator | None = None, std: float = 0.02) -> torch.Tensor:
+    """The other baseline: keep the prefix ([class]) rows, draw N' new patch rows from N(0, std^2) as at initialisation."""
+    prefix = pos_embed[:, :num_prefix_tokens]
+    new = torch.randn(1, new_num_patches, pos_embed.shape[-1], generator=generator) * std
+    return torch.cat([prefix, new.to(pos_embed.device, pos_embed.dtype)], dim=1)
+
+
+def replace_head(model: VisionTransformer, num_classes: int) -> VisionTransformer:
+    """Section 3.2: drop the pre-training head (MLP or linear) for a zero-initialised D x K linear layer, in place."""
+    if not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes must be a positive int (K, the classes of the fine-tuning task), got {num_classes!r}.")
+    device = next(model.parameters()).device
+    model.head = finetuning_head(model.config.dim, num_classes).to(device)
+    model.config = model.config.replace(num_classes=num_classes, head_hidden=None)
+    return model
+
+
+@torch.no_grad()
+def prepare_for_finetuning(model: VisionTransformer, num_classes: int, image_size: int | tuple[int, int] | None = None,
+                           pos_interp: str = "2d", mode: str = "bicubic", seed: int = 0) -> VisionTransformer:
+    """A copy of the pre-trained `model` ready to fine-tune (section 3.2): a zero-initialised D x K head and, when
+    `image_size` is given, the same patch size P at the new resolution, with E_pos made by `pos_interp` (see the module
+    docstring: "2d" the paper's, "1d" and "fresh" baselines). `mode` is the 2D interpolation ("bicubic", as
+    `VisionTransformer.set_image_size` and timm; "bilinear" is linear within the grid). The pre-trained model is left
+    unchanged. `seed` draws the "fresh" embeddings."""
+    if not isinstance(model, VisionTransformer):
+        raise TypeError(f"expected a vitlib VisionTransformer, got {type(model).__name__}.")
+    if pos_interp not in POS_INTERPOLATIONS:
+        raise ValueError(f"unknown pos_interp {pos_interp!r}: choose one of {', '.join(POS_INTERPOLATIONS)} "
+                         f"('2d' is the paper's 2D interpolation, the others are baselines).")
+    if mode not in ("bicubic", "bilinear", "nearest"):
+        raise ValueError(f"unknown interpolation mode {mode!r}: choose bicubic, bilinear or nearest.")
+    kind = model.pos_embed.kind
+    if image_size is not None:
+        size = pair(image_size, "image_size")
+        if min(size) < 1:
+            raise ValueError(f"image_size must be a positive int or (height, width), got {image_size!r}.")
+        try:
+            new_grid = check_patch_size(size, model.patch_embed.patch_size)
+        except ValueError as err:
+            raise ValueError(f"cannot fine-tune at {size[0]}x{size[1]}: the patch size P={model.patch_embed.patch_size} "
+                             f"stays the same (section 3.2), so the image sides must be multiples of it ({err}).") from None
+    if pos_interp != "2d" and kind != "learned":
+        raise ValueError(f"pos_interp={pos_interp!r} is a baseline for learned 1D position embeddings; this model has "
+                         f"pos_embed={kind!r}: use pos_interp='2d'.")
+    model = copy.deepcopy(model)
+    replace_head(model, num_classes)
+    if image_size is None or tuple(size) == tuple(model.image_size):
+        return model
+    old = model.pos_embed.weight.detach().clone() if kind == "learned" else None
+    old_grid, prefix = tuple(model.pos_embed.grid), model.num_prefix_tokens
+    model.set_image_size(size)  # patch grid, N, E_pos in 2D (bicubic), relative-position tables
+    if kind == "learned" and (pos_interp != "2d" or mode != "bicubic"):
+        n = new_grid[0] * new_grid[1]
+        if pos_interp == "2d":
+            new = resample_pos_embed(old, new_grid, old_grid, prefix, mode=mode)
+        elif pos_interp == "1d":
+            new = resample_pos_embed_1d(old, n, prefix)
+        else:
+            new = fresh_pos_embed(old, n, prefix, torch.Generator().manual_seed(seed))
+        model.pos_embed.weight = nn.Parameter(new.contiguous())
+    return model

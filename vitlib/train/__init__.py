@@ -1,0 +1,25 @@
+"""The engine: one training loop (`train`) from a 2-core CPU to several GPUs, its options (`TrainConfig`, presets,
+the command line `python -m vitlib.train`), the optimiser and schedule, checkpoints, EMA, DDP / FSDP2 and the metrics.
+
+    from vitlib.train import TrainConfig, train
+    result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
+"""
+
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .cli import main, make_parser, parse_config
+from .config import HELP, PRECISIONS, SCHEDULES, TrainConfig, check_config
+from .ema import EMA
+from .evaluate import evaluate
+from .factory import autocast_dtype, build_model, make_loader, model_config, resolve_device
+from .loop import NonFiniteLossError, train
+from .optim import lr_lambda, param_groups
+from .presets import PRESETS, Preset, get_preset, preset_options
+from .pretrained import load_pretrained, save_model
+from .run import Result
+
+__all__ = [
+    "CheckpointError", "load_checkpoint", "read_checkpoint", "save_checkpoint", "main", "make_parser", "parse_config",
+    "HELP", "PRECISIONS", "SCHEDULES", "TrainConfig", "check_config", "EMA", "evaluate", "autocast_dtype",
+    "build_model", "make_loader", "model_config", "resolve_device", "NonFiniteLossError", "train", "lr_lambda",
+    "param_groups", "PRESETS", "Preset", "get_preset", "preset_options", "load_pretrained", "save_model", "Result",
+]

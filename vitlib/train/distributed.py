@@ -1,0 +1,78 @@
+"""Several processes (torchrun): the process group, DDP or FSDP2 around the model, and the few collectives the loop
+needs (finite weights on every process, rank 0's buffers for evaluation, one clock for the time budget)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..model import EncoderBlock
+
+
+def setup() -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group under torchrun (NCCL on GPUs, else gloo)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
+    return 0, 1, 0
+
+
+def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:
+    """FSDP2, in place: each EncoderBlock (the ViT's, and an MAE decoder's) becomes a unit whose weights are gathered
+    just for its forward and backward, then the root takes the rest (embeddings, norm, head, decoder extras). Weights,
+    gradients and AdamW state are split over the processes (DTensors); `world` 1: nothing to split, left as it is."""
+    blocks = [m for m in model.modules() if isinstance(m, EncoderBlock)]
+    if not blocks:
+        raise ValueError(f"fsdp shards a ViT's encoder blocks, and {type(model).__name__} has none: drop fsdp "
+                         f"(several processes then use DDP).")
+    strided = [name for name, p in model.named_parameters() if not p.is_contiguous()]
+    if strided:
+        raise ValueError(f"FSDP cannot shard non-contiguous weights ({', '.join(strided[:3])}, ...): channels_last "
+                         f"turns a hybrid's CNN filters channels-last. Drop channels_last or fsdp.")
+    if world > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (world,))
+        for block in blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    return model
+
+
+def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
+    """DistributedDataParallel around the model (gradients averaged over the processes at every backward)."""
+    return nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+
+
+def all_finite(model: nn.Module, sharded: bool) -> bool:
+    """Whether every weight is finite; sharded: each process checks its shards, then they agree (a collective)."""
+    if not sharded:
+        return bool(torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all())
+    model.reshard()  # the root's weights stay gathered after a forward without backward (an evaluation)
+    finite = torch.stack([torch.isfinite(p.to_local()).all() for p in model.parameters()]).all().int()
+    dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+    return bool(finite)
+
+
+def sync_buffers(model: nn.Module) -> None:
+    """FSDP shards the parameters only: buffers (a hybrid's BatchNorm running statistics) are each process's own.
+    Evaluate with rank 0's, the ones a checkpoint keeps (DDP too sends rank 0's buffers to all, at every forward)."""
+    for buffer in model.buffers():
+        dist.broadcast(buffer, 0)
+
+
+def past(started: float, minutes: float, device: torch.device) -> bool:
+    """Whether the time budget is spent; under DDP rank 0's clock decides for all, so they stop at the same step."""
+    over = time.perf_counter() - started > minutes * 60
+    if dist.is_initialized():
+        flag = torch.tensor([float(over)], device=device)
+        dist.broadcast(flag, 0)
+        over = bool(flag.item())
+    return over

@@ -1,0 +1,222 @@
+"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP,
+or FSDP2 with --fsdp to shard ViT-L/H).
+
+    from vitlib.train import TrainConfig, train
+    result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
+
+    python -m vitlib.train --dataset fashion-mnist-mini --model ViT-Micro/4 --epochs 3 --out runs/first [--resume]
+    python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet --out runs/b16   # Table 3
+    python -m vitlib.train --preset mae --objective mae ...       # self-supervised, on the same pipeline
+    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet ...
+    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --model ViT-H/14 --fsdp ...  # sharded
+
+The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
+then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.train.checkpoint`) hold
+everything needed to continue exactly: on the CPU a resumed run ends with the same weights, bit for bit, as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from tqdm.auto import tqdm
+
+from .._version import __version__
+from ..data import batch_seed
+from . import distributed
+from .checkpoint import gather_full_state, save_checkpoint
+from .config import TrainConfig
+from .evaluate import evaluate
+from .pretrained import save_model
+from .run import Result, Run, start
+
+NO_STEP = 2**62  # bad_step while every loss is finite
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result:
+    """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result.
+    With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
+    run = start(cfg, model, data)
+    timer = time.perf_counter()
+    for epoch in range(run.start_epoch, run.epochs):
+        sums, bad_step, stop = train_epoch(run, epoch, timer)
+        if stop is not None:  # the time budget ran out part-way through the epoch
+            checkpoint(run, *stop, sums, bad_step)
+            run.result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
+            if cfg.progress and run.rank == 0:
+                print(run.result.stopped + (f"; checkpoint in {run.ckpt_path} (continue with resume)"
+                                            if run.ckpt_path else ""))
+            break
+        end_epoch(run, epoch, sums, timer)
+    return finish(run)
+
+
+def train_epoch(run: Run, epoch: int, timer: float):
+    """The steps of one epoch (from where a resumed run stopped); returns the epoch's (loss sum, correct, count),
+    the first step with a non-finite loss (NO_STEP if none) and, when the time budget stops it, (epoch, step)."""
+    cfg, first = run.cfg, run.start_step if epoch == run.start_epoch else 0
+    run.net.train()
+    sums = torch.zeros(3, device=run.device, dtype=torch.float64)  # loss sum, correct, count: no sync per step
+    if epoch == run.start_epoch and run.start_sums and run.rank == 0:  # resumed mid-epoch: the steps before count
+        sums += torch.tensor(run.start_sums, device=run.device, dtype=torch.float64)
+    bad_step = torch.full((), NO_STEP, device=run.device, dtype=torch.long)  # the first step with a non-finite loss
+    bar = tqdm(total=run.steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{run.epochs}", leave=True,
+               disable=not (cfg.progress and run.rank == 0), dynamic_ncols=True, unit="step")
+    log = {"time": time.perf_counter(), "images": 0}
+    for i, (images, labels) in enumerate(run.train_loader.epoch(epoch, first), start=first):
+        step = epoch * run.steps_per_epoch + i
+        loss, correct = train_step(run, images, labels, epoch, i)
+        with torch.no_grad():  # no host-device copy or sync in the step: scalars go in as kernel arguments
+            sums[0] += loss.detach().double() * len(labels)
+            if correct is not None:
+                sums[1] += correct.double()
+            sums[2] += len(labels)
+            bad_step = torch.where((bad_step == NO_STEP) & ~torch.isfinite(loss.detach()), step, bad_step)
+        log["images"] += len(labels) * run.world
+        last = i + 1 == run.steps_per_epoch or step + 1 == run.total_steps
+        if (i + 1) % cfg.log_every == 0 or last:
+            log_interval(run, epoch, i, sums, bad_step, log, bar)
+        bar.update(1)
+        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
+            checkpoint(run, epoch, i + 1, sums, bad_step)
+        if cfg.time_budget and not last and distributed.past(timer, cfg.time_budget, run.device):
+            bar.close()
+            return sums, bad_step, (epoch, i + 1)
+        if last:
+            break
+    bar.close()
+    return sums, bad_step, None
+
+
+def train_step(run: Run, images: torch.Tensor, labels: torch.Tensor, epoch: int, i: int):
+    """One optimizer step: mixup / cutmix, the objective's loss under autocast, backward, clipping, AdamW, the
+    schedule and the EMA. Returns (loss, correct predictions or None), still on the device."""
+    cfg, targets = run.cfg, labels
+    if run.mixer is not None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(batch_seed(cfg.seed + 1, epoch, i))
+            images, targets = run.mixer(images, labels)
+    if cfg.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    if run.objective.random_masks:  # which patches are hidden depends on (seed, epoch, step) only: resumable
+        torch.manual_seed(batch_seed(cfg.seed + 2, epoch, i))
+    with torch.autocast(run.device.type, dtype=run.dtype, enabled=run.dtype is not None):
+        loss, correct, _ = run.objective.loss(run.net, images, targets)
+    run.optimizer.zero_grad(set_to_none=True)
+    run.scaler.scale(loss).backward()
+    if cfg.grad_clip > 0:
+        run.scaler.unscale_(run.optimizer)
+        nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.scheduler.step()
+    if run.ema is not None:
+        run.ema.update_parameters(run.model)
+    return loss, correct
+
+
+def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -> None:
+    """A row of the step log: the epoch's running loss (and accuracy), the learning rate and images per second.
+    The only host-device sync of the loop, once per log interval."""
+    check_finite(run, bad_step, epoch)
+    loss_sum, correct, count = sums.tolist()
+    ips = log["images"] / (time.perf_counter() - log["time"])
+    row = {"step": epoch * run.steps_per_epoch + i + 1, "epoch": epoch + (i + 1) / run.steps_per_epoch,
+           "loss": loss_sum / count, "acc": correct / count, "lr": run.scheduler.get_last_lr()[0],
+           "images_per_s": ips}
+    if not run.objective.has_accuracy:
+        del row["acc"]
+    run.logs.step(row)
+    bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row.get('acc', float('nan')):.3f}", img_s=f"{ips:.0f}",
+                    refresh=False)
+    log["time"], log["images"] = time.perf_counter(), 0
+
+
+def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
+    """The epoch's row (train loss and accuracy over all processes, validation or test when due), then a checkpoint."""
+    if dist.is_initialized():
+        dist.all_reduce(sums)
+    loss_sum, correct, count = sums.tolist()
+    row = {"epoch": epoch + 1, "step": min((epoch + 1) * run.steps_per_epoch, run.total_steps),
+           "train_loss": loss_sum / max(count, 1), "train_acc": correct / max(count, 1),
+           "lr": run.scheduler.get_last_lr()[0], "time_s": time.perf_counter() - timer}
+    if not run.objective.has_accuracy:
+        del row["train_acc"]
+    split = "val" if "val" in run.eval_loaders else "test"  # without a validation split, watch the test set
+    every = run.cfg.eval_every
+    if split in run.eval_loaders and every and ((epoch + 1) % every == 0 or epoch + 1 == run.epochs):
+        ev = _evaluate(run, run.eval_loaders[split])
+        row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
+    run.logs.epoch(row)
+    if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
+        acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
+        print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f}{acc('train_acc')} | "
+              f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s")
+    checkpoint(run, epoch + 1, 0)
+
+
+def _evaluate(run: Run, loader) -> dict:
+    if run.sharded:
+        distributed.sync_buffers(run.model)
+    return evaluate(run.final_model, loader, run.dtype)
+
+
+def finish(run: Run) -> Result:
+    """After the last epoch: the test set (unless the run was stopped early), and the final weights (the EMA's when
+    there is one) in out/model.safetensors with their configuration."""
+    run.logs.flush()
+    result = run.result
+    if run.cfg.eval_test and "test" in run.eval_loaders and result.stopped == "done":
+        result.test = _evaluate(run, run.eval_loaders["test"])
+        if run.out is not None and run.rank == 0:
+            (run.out / "test.json").write_text(json.dumps(result.test, indent=2))
+    if run.out is not None:
+        save_model(run.final_model, run.out, run.model_config, sharded=run.sharded, rank=run.rank)
+    result.model = run.final_model
+    return result
+
+
+def check_finite(run: Run, bad_step: torch.Tensor, epoch: int) -> None:
+    """Raise if a loss so far was NaN or infinite (a sync; under DDP every process raises together)."""
+    if dist.is_initialized():
+        dist.all_reduce(bad_step, op=dist.ReduceOp.MIN)
+    if int(bad_step) < NO_STEP:
+        path = run.ckpt_path
+        where = f"the last good checkpoint is {path}" if path and path.exists() else "no checkpoint was written"
+        raise NonFiniteLossError(f"the loss became non-finite at step {int(bad_step) + 1} (epoch {epoch + 1}); "
+                                 f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+
+
+def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=None) -> None:
+    """Save the run; mid-epoch with the epoch's running sums. Only finite losses and weights are ever saved."""
+    if run.ckpt_path is None:
+        return
+    if bad_step is not None:
+        check_finite(run, bad_step, epoch)
+    step = epoch * run.steps_per_epoch + step_in_epoch
+    if not distributed.all_finite(run.model, run.sharded):
+        where = run.ckpt_path if run.ckpt_path.exists() else "none"
+        raise NonFiniteLossError(f"the weights became non-finite by step {step} (epoch {epoch + 1}); the last good "
+                                 f"checkpoint is {where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+    if sums is not None and dist.is_initialized():
+        sums = sums.clone()
+        dist.all_reduce(sums)  # rank 0 keeps every process's share; on resume the others start from zero
+    whole = gather_full_state(run.model, run.optimizer) if run.sharded else (None, None)  # every process takes part
+    if run.rank == 0:
+        progress = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": step,
+                    "sums": sums.tolist() if sums is not None else None}
+        meta = {"model_config": run.model_config, "config": dataclasses.asdict(run.cfg), "history": run.result.history,
+                "steps": run.result.steps, "vitlib": __version__}
+        save_checkpoint(run.ckpt_path, run.model, run.optimizer, run.scheduler, run.ema, progress=progress, meta=meta,
+                        model_state=whole[0], optimizer_state=whole[1])
+
