@@ -8,12 +8,13 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course test lab clean-venv full-fashion-mnist
+.PHONY: setup course test lint format lab clean-venv full-fashion-mnist
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make course   set up if needed, then run every notebook with papermill (executed copies under runs/)"
-	@echo "make test     set up if needed, then pytest on vitlib and nbval on every notebook"
+	@echo "make test     set up if needed, then the linter (ruff), pytest on vitlib and nbval on every notebook"
+	@echo "make format   format the code with ruff (make lint checks it without changing anything)"
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
 	@echo "make setup    create $(VENV) and register the kernel"
 
@@ -31,8 +32,17 @@ course: setup
 
 # one pytest-xdist worker per core, one thread each (the course's models are too small for two threads to pay);
 # --dist loadscope keeps every notebook's cells, in order, on one worker
-test: setup
+test: setup lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope
+
+# ruff: format and lint rules in pyproject.toml (120 columns); CI fails on a lint error or unformatted code
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

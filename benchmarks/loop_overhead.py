@@ -6,6 +6,7 @@ Both loops run the same work per step (forward, cross-entropy, backward, clip to
 bundled data; vitlib.train adds its data order, metric sums, progress bar and logging. Rounds alternate between the
 two and the median is reported, so machine noise falls on both alike.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,7 @@ def bare_loop(model, images, labels, batch_size, steps, log_every=10) -> float:
     rates, start = [], time.perf_counter()
     for i in range(steps):
         j = (i * batch_size) % (len(labels) - batch_size)
-        x, y = images[j:j + batch_size], labels[j:j + batch_size]
+        x, y = images[j : j + batch_size], labels[j : j + batch_size]
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -69,12 +70,24 @@ def main() -> int:
         torch.manual_seed(0)
         model = create_model(args.model, num_classes=10, image_size=28, in_channels=1)
         bare.append(bare_loop(model, images, data.train.labels, args.batch_size, len(data.train) // args.batch_size))
-        cfg = TrainConfig(model=args.model, batch_size=args.batch_size, epochs=1, progress=True, eval_test=False,
-                          log_every=10, warmup_epochs=0.1)
+        cfg = TrainConfig(
+            model=args.model,
+            batch_size=args.batch_size,
+            epochs=1,
+            progress=True,
+            eval_test=False,
+            log_every=10,
+            warmup_epochs=0.1,
+        )
         ours.append(vitlib_loop(cfg, data))
     b, o = statistics.median(bare), statistics.median(ours)
-    print(f"\n| loop | images/s (median of {args.rounds}) |\n|---|---:|\n| bare PyTorch | {b:.0f} |\n| vitlib.train | {o:.0f} |")
-    print(f"vitlib.train / bare = {o / b:.3f} ({args.model}, batch {args.batch_size}, {torch.get_num_threads()} threads)")
+    print(
+        f"\n| loop | images/s (median of {args.rounds}) |\n|---|---:|\n"
+        f"| bare PyTorch | {b:.0f} |\n| vitlib.train | {o:.0f} |"
+    )
+    print(
+        f"vitlib.train / bare = {o / b:.3f} ({args.model}, batch {args.batch_size}, {torch.get_num_threads()} threads)"
+    )
     return 0
 
 

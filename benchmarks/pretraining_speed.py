@@ -18,6 +18,7 @@ FLOPs of vitlib.studies.cost: the backward pass computes no gradient for the inp
 patch-embedding forward. MFU = train FLOPs per image x images/s / peak, against a nominal peak (--peak-tflops) and
 against the best TFLOP/s of a large matrix product in the run's dtype measured on the same device.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import vitlib  # noqa: E402
-from throughput import device_name, sync, timed_rounds  # noqa: E402  (benchmarks/throughput.py)
 from vitlib import count_parameters, parse_name  # noqa: E402
 from vitlib.studies.cost import model_flops  # noqa: E402
+from vitlib.studies.timing import device_name, sync, timed_rounds  # noqa: E402
 
 # the model sizes compared, with their 224x224 counterparts in timm and torchvision (None: there is none)
 SIZES = {
@@ -47,7 +49,7 @@ SIZES = {
 }
 IMPLEMENTATIONS = ("vitlib", "timm", "torchvision")
 NOMINAL_PEAK_TFLOPS = 989.0  # H100 SXM, dense bf16 tensor cores
-GOAL_RATIO_TIMM = 1.10       # vitlib >= 1.10x timm's images/s
+GOAL_RATIO_TIMM = 1.10  # vitlib >= 1.10x timm's images/s
 GOAL_MFU = dict(size="B", mfu=0.50)  # MFU >= 50% for ViT-B/16
 FLOP_COUNT_BATCH = 2
 
@@ -56,8 +58,10 @@ def parse_sizes(text: str) -> list[str]:
     sizes = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown or not sizes:
-        raise SystemExit(f"unknown model size {', '.join(map(repr, unknown)) or repr(text)} in --models: the valid sizes "
-                         f"are {', '.join(SIZES)} (comma-separated, e.g. --models S,B).")
+        raise SystemExit(
+            f"unknown model size {', '.join(map(repr, unknown)) or repr(text)} in --models: the valid sizes "
+            f"are {', '.join(SIZES)} (comma-separated, e.g. --models S,B)."
+        )
     return sizes
 
 
@@ -69,12 +73,16 @@ def parse_batch_sizes(text: str | None, sizes: list[str], device: torch.device) 
     try:
         values = [int(v) for v in text.split(",")]
     except ValueError:
-        raise SystemExit(f"--batch-size {text!r}: expected an integer or a comma list of integers, e.g. 256,128.")
+        raise SystemExit(
+            f"--batch-size {text!r}: expected an integer or a comma list of integers, e.g. 256,128."
+        ) from None
     if len(values) == 1:
         values *= len(sizes)
     if len(values) != len(sizes) or min(values) < 1:
-        raise SystemExit(f"--batch-size {text!r}: give one positive batch size, or one per model size in --models "
-                         f"({','.join(sizes)}).")
+        raise SystemExit(
+            f"--batch-size {text!r}: give one positive batch size, or one per model size in --models "
+            f"({','.join(sizes)})."
+        )
     return dict(zip(sizes, values))
 
 
@@ -96,20 +104,36 @@ def build_models(size: str, image_size: int, depth: int) -> dict[str, torch.nn.M
     spec, cfg = SIZES[size], architecture(size, depth)
     native = image_size == 224 and not depth
     torch.manual_seed(0)
-    models = {"vitlib": vitlib.create_model(spec["name"], num_classes=1000, image_size=image_size,
-                                            **({"depth": depth} if depth else {}))}
+    models = {
+        "vitlib": vitlib.create_model(
+            spec["name"], num_classes=1000, image_size=image_size, **({"depth": depth} if depth else {})
+        )
+    }
     if native:
         models["timm"] = timm.create_model(spec["timm"], pretrained=False)
     else:
-        models["timm"] = TimmViT(img_size=image_size, patch_size=16, embed_dim=cfg["dim"], depth=cfg["depth"],
-                                 num_heads=cfg["heads"], mlp_ratio=cfg["mlp_dim"] / cfg["dim"], qkv_bias=True,
-                                 num_classes=1000)
+        models["timm"] = TimmViT(
+            img_size=image_size,
+            patch_size=16,
+            embed_dim=cfg["dim"],
+            depth=cfg["depth"],
+            num_heads=cfg["heads"],
+            mlp_ratio=cfg["mlp_dim"] / cfg["dim"],
+            qkv_bias=True,
+            num_classes=1000,
+        )
     if spec["torchvision"] and native:
         models["torchvision"] = getattr(torchvision.models, spec["torchvision"])(weights=None)
     elif spec["torchvision"]:
         models["torchvision"] = torchvision.models.VisionTransformer(
-            image_size=image_size, patch_size=16, num_layers=cfg["depth"], num_heads=cfg["heads"],
-            hidden_dim=cfg["dim"], mlp_dim=cfg["mlp_dim"], num_classes=1000)
+            image_size=image_size,
+            patch_size=16,
+            num_layers=cfg["depth"],
+            num_heads=cfg["heads"],
+            hidden_dim=cfg["dim"],
+            mlp_dim=cfg["mlp_dim"],
+            num_classes=1000,
+        )
     return models
 
 
@@ -119,8 +143,10 @@ def check_parameters(size: str, models: dict[str, torch.nn.Module]) -> dict[str,
     counts = {k: count_parameters(m) for k, m in models.items()}
     print(f"{SIZES[size]['name']} parameters: " + "  ".join(f"{k} {n:,}" for k, n in counts.items()))
     if counts["timm"] != counts["vitlib"]:
-        raise SystemExit(f"{SIZES[size]['name']}: vitlib has {counts['vitlib']:,} parameters and timm "
-                         f"{counts['timm']:,}: the two are not the same architecture.")
+        raise SystemExit(
+            f"{SIZES[size]['name']}: vitlib has {counts['vitlib']:,} parameters and timm "
+            f"{counts['timm']:,}: the two are not the same architecture."
+        )
     if "torchvision" in counts and counts["torchvision"] != counts["vitlib"]:
         print(f"  torchvision differs from vitlib by {counts['torchvision'] - counts['vitlib']:+,} parameters")
     return counts
@@ -137,8 +163,9 @@ def train_flops_per_image(model: torch.nn.Module, image_size: int, device: torch
     return counter.get_total_flops() / FLOP_COUNT_BATCH
 
 
-def matmul_peak_tflops(device: torch.device, dtype: torch.dtype, n: int, blocks: int = 10,
-                       seconds: float = 1.0) -> float:
+def matmul_peak_tflops(
+    device: torch.device, dtype: torch.dtype, n: int, blocks: int = 10, seconds: float = 1.0
+) -> float:
     """The best TFLOP/s of an n x n by n x n matrix product in dtype, over up to `blocks` timed blocks that take
     about `seconds` in all (fewer blocks when one product alone takes longer than a block should)."""
     g = torch.Generator().manual_seed(0)
@@ -157,7 +184,7 @@ def matmul_peak_tflops(device: torch.device, dtype: torch.dtype, n: int, blocks:
         for _ in range(per_block):
             a @ b
         sync(device)
-        best = max(best, 2 * n ** 3 * per_block / (time.perf_counter() - start))
+        best = max(best, 2 * n**3 * per_block / (time.perf_counter() - start))
     return best / 1e12
 
 
@@ -204,14 +231,26 @@ def benchmark_size(size: str, args, device: torch.device, batch_size: int) -> di
     for name in steps:
         median = statistics.median(rates[name])
         tflops = flops[name] * median / 1e12
-        impls[name] = dict(images_per_s=median, rounds_images_per_s=rates[name], train_flops_per_image=flops[name],
-                           flops_over_analytic=flops[name] / (3 * analytic_forward), achieved_tflops=tflops,
-                           mfu_nominal=tflops / args.peak_tflops if args.peak_tflops else None,
-                           mfu_measured=tflops / args.measured_peak_tflops)
-    return dict(name=spec["name"], config=dict(cfg, image_size=args.image_size, num_classes=1000),
-                batch_size=batch_size, parameters=counts, analytic_forward_flops_per_image=analytic_forward,
-                analytic_train_flops_per_image=3 * analytic_forward, implementations=impls, ratios=ratios,
-                missing={} if spec["torchvision"] else {"torchvision": f"torchvision has no {spec['name']}"})
+        impls[name] = dict(
+            images_per_s=median,
+            rounds_images_per_s=rates[name],
+            train_flops_per_image=flops[name],
+            flops_over_analytic=flops[name] / (3 * analytic_forward),
+            achieved_tflops=tflops,
+            mfu_nominal=tflops / args.peak_tflops if args.peak_tflops else None,
+            mfu_measured=tflops / args.measured_peak_tflops,
+        )
+    return dict(
+        name=spec["name"],
+        config=dict(cfg, image_size=args.image_size, num_classes=1000),
+        batch_size=batch_size,
+        parameters=counts,
+        analytic_forward_flops_per_image=analytic_forward,
+        analytic_train_flops_per_image=3 * analytic_forward,
+        implementations=impls,
+        ratios=ratios,
+        missing={} if spec["torchvision"] else {"torchvision": f"torchvision has no {spec['name']}"},
+    )
 
 
 def percent(x: float | None) -> str:
@@ -225,78 +264,138 @@ def goal(value: float | None, target: float) -> str:
 def report(results: dict, args, where: str, peak_label: str) -> str:
     """The markdown table and the notes under it."""
     nominal = f"{args.peak_tflops:g} TFLOP/s" if args.peak_tflops else "n/a"
-    lines = ["| model | config | implementation | images/s | vitlib / this | train GFLOP/image | TFLOP/s | "
-             f"MFU vs nominal ({nominal}) | MFU vs measured ({peak_label}) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| model | config | implementation | images/s | vitlib / this | train GFLOP/image | TFLOP/s | "
+        f"MFU vs nominal ({nominal}) | MFU vs measured ({peak_label}) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     notes = []
     for size, res in results["models"].items():
         c = res["config"]
-        config = (f"D={c['dim']} L={c['depth']} H={c['heads']} MLP={c['mlp_dim']} P=16 {c['image_size']}px "
-                  f"B={res['batch_size']}")
+        config = (
+            f"D={c['dim']} L={c['depth']} H={c['heads']} MLP={c['mlp_dim']} P=16 {c['image_size']}px "
+            f"B={res['batch_size']}"
+        )
         for name in IMPLEMENTATIONS:
             if name in res["missing"]:
                 lines.append(f"| {res['name']} | {config} | {name} | n/a: {res['missing'][name]} | | | | | |")
                 continue
             r = res["implementations"][name]
             ratio = "" if name == "vitlib" else f"{res['ratios'][f'vitlib/{name}']['median']:.3f}x"
-            lines.append(f"| {res['name']} | {config} | {name} | {r['images_per_s']:.1f} | {ratio} | "
-                         f"{r['train_flops_per_image'] / 1e9:.3f} | {r['achieved_tflops']:.3f} | "
-                         f"{percent(r['mfu_nominal'])} | {percent(r['mfu_measured'])} |")
+            lines.append(
+                f"| {res['name']} | {config} | {name} | {r['images_per_s']:.1f} | {ratio} | "
+                f"{r['train_flops_per_image'] / 1e9:.3f} | {r['achieved_tflops']:.3f} | "
+                f"{percent(r['mfu_nominal'])} | {percent(r['mfu_measured'])} |"
+            )
         vit = res["implementations"]["vitlib"]
-        spread = ", ".join(f"{k} {min(v['rounds_images_per_s']):.1f}-{max(v['rounds_images_per_s']):.1f}"
-                           for k, v in res["implementations"].items())
-        notes.append(f"- {res['name']}: parameters " + ", ".join(f"{k} {n:,}" for k, n in res["parameters"].items())
-                     + f"; per-round images/s {spread}. 3 x forward FLOPs of vitlib.studies.cost = "
-                     f"{res['analytic_train_flops_per_image'] / 1e9:.3f} GFLOP/image; FlopCounterMode / that = "
-                     + ", ".join(f"{k} {v['flops_over_analytic']:.4f}" for k, v in res["implementations"].items())
-                     + " (the backward computes no gradient for the images: 3x minus one patch-embedding forward).")
+        spread = ", ".join(
+            f"{k} {min(v['rounds_images_per_s']):.1f}-{max(v['rounds_images_per_s']):.1f}"
+            for k, v in res["implementations"].items()
+        )
+        notes.append(
+            f"- {res['name']}: parameters "
+            + ", ".join(f"{k} {n:,}" for k, n in res["parameters"].items())
+            + f"; per-round images/s {spread}. 3 x forward FLOPs of vitlib.studies.cost = "
+            f"{res['analytic_train_flops_per_image'] / 1e9:.3f} GFLOP/image; FlopCounterMode / that = "
+            + ", ".join(f"{k} {v['flops_over_analytic']:.4f}" for k, v in res["implementations"].items())
+            + " (the backward computes no gradient for the images: 3x minus one patch-embedding forward)."
+        )
         ratio_timm, per_round = res["ratios"]["vitlib/timm"]["median"], res["ratios"]["vitlib/timm"]["rounds"]
-        notes.append(f"- goal vitlib >= {GOAL_RATIO_TIMM:.2f}x timm ({res['name']}): {ratio_timm:.3f}x (per round "
-                     f"{min(per_round):.3f}-{max(per_round):.3f}), {goal(ratio_timm, GOAL_RATIO_TIMM)}.")
+        notes.append(
+            f"- goal vitlib >= {GOAL_RATIO_TIMM:.2f}x timm ({res['name']}): {ratio_timm:.3f}x (per round "
+            f"{min(per_round):.3f}-{max(per_round):.3f}), {goal(ratio_timm, GOAL_RATIO_TIMM)}."
+        )
         if size == GOAL_MFU["size"]:
-            notes.append(f"- goal MFU >= {percent(GOAL_MFU['mfu'])} ({res['name']}, vitlib): "
-                         f"{percent(vit['mfu_nominal'])} vs nominal ({goal(vit['mfu_nominal'], GOAL_MFU['mfu'])}), "
-                         f"{percent(vit['mfu_measured'])} vs measured "
-                         f"({goal(vit['mfu_measured'], GOAL_MFU['mfu'])}).")
+            notes.append(
+                f"- goal MFU >= {percent(GOAL_MFU['mfu'])} ({res['name']}, vitlib): "
+                f"{percent(vit['mfu_nominal'])} vs nominal ({goal(vit['mfu_nominal'], GOAL_MFU['mfu'])}), "
+                f"{percent(vit['mfu_measured'])} vs measured "
+                f"({goal(vit['mfu_measured'], GOAL_MFU['mfu'])})."
+            )
     s = results["settings"]
-    head = (f"Full training steps (forward, cross-entropy, backward, {s['optimizer']}), {s['dtype']}"
-            f"{', compiled' if s['compile'] else ''}, median of {s['rounds']} rounds x {s['steps']} steps after "
-            f"{s['warmup']} warm-up steps, on {where}; vitlib / this is the median of the per-round ratios.")
+    head = (
+        f"Full training steps (forward, cross-entropy, backward, {s['optimizer']}), {s['dtype']}"
+        f"{', compiled' if s['compile'] else ''}, median of {s['rounds']} rounds x {s['steps']} steps after "
+        f"{s['warmup']} warm-up steps, on {where}; vitlib / this is the median of the per-round ratios."
+    )
     return "\n".join([head, "", *lines, "", *notes])
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="cpu or cuda (default: %(default)s)")
+    ap.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda (default: %(default)s)"
+    )
     ap.add_argument("--models", default="S,B", help="model sizes, comma-separated: S, B (default: %(default)s)")
     ap.add_argument("--image-size", type=int, default=None, help="default: 224 on cuda, 32 on the CPU")
-    ap.add_argument("--depth", type=int, default=None,
-                    help="override the number of blocks; 0 keeps the variant's own (default: 0 on cuda, 2 on the CPU)")
-    ap.add_argument("--batch-size", default=None,
-                    help="one batch size, or one per size in --models order, e.g. 256,128 (default: 256,128 on cuda, "
-                         "8 on the CPU)")
-    ap.add_argument("--dtype", choices=("bf16", "fp32"), default=None,
-                    help="bf16 autocast (weights stay fp32) or fp32 (default: bf16 on cuda, fp32 on the CPU)")
-    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                    help="torch.compile every model; the warm-up then includes compiling (default: on for cuda, off "
-                         "on the CPU)")
-    ap.add_argument("--steps", type=int, default=None,
-                    help="timed steps per round and implementation (default: 20 on cuda, 2 on the CPU)")
-    ap.add_argument("--rounds", type=int, default=7,
-                    help="rounds, each timing every implementation back to back; medians are reported "
-                         "(default: %(default)s)")
-    ap.add_argument("--warmup", type=int, default=None,
-                    help="untimed steps per implementation first (default: 5 on cuda, 1 on the CPU)")
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help=f"nominal peak TFLOP/s in the run's dtype for MFU (default: {NOMINAL_PEAK_TFLOPS:g}, H100 SXM "
-                         f"dense bf16, on cuda with bf16; none otherwise, printed n/a)")
-    ap.add_argument("--matmul-size", type=int, default=None,
-                    help="n of the n x n matrix product that measures the peak (default: 8192 on cuda, 1024 on the CPU)")
-    ap.add_argument("--json", type=Path, default=None, metavar="PATH",
-                    help="write everything (settings, versions, every round) as JSON to PATH")
-    ap.add_argument("--markdown", type=Path, default=None, metavar="PATH",
-                    help="write the table with a header line (date, device, settings) to PATH")
+    ap.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help="override the number of blocks; 0 keeps the variant's own (default: 0 on cuda, 2 on the CPU)",
+    )
+    ap.add_argument(
+        "--batch-size",
+        default=None,
+        help="one batch size, or one per size in --models order, e.g. 256,128 (default: 256,128 on cuda, 8 on the CPU)",
+    )
+    ap.add_argument(
+        "--dtype",
+        choices=("bf16", "fp32"),
+        default=None,
+        help="bf16 autocast (weights stay fp32) or fp32 (default: bf16 on cuda, fp32 on the CPU)",
+    )
+    ap.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile every model; the warm-up then includes compiling (default: on for cuda, off on the CPU)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed steps per round and implementation (default: 20 on cuda, 2 on the CPU)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=7,
+        help="rounds, each timing every implementation back to back; medians are reported (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed steps per implementation first (default: 5 on cuda, 1 on the CPU)",
+    )
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help=f"nominal peak TFLOP/s in the run's dtype for MFU (default: {NOMINAL_PEAK_TFLOPS:g}, H100 SXM "
+        f"dense bf16, on cuda with bf16; none otherwise, printed n/a)",
+    )
+    ap.add_argument(
+        "--matmul-size",
+        type=int,
+        default=None,
+        help="n of the n x n matrix product that measures the peak (default: 8192 on cuda, 1024 on the CPU)",
+    )
+    ap.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write everything (settings, versions, every round) as JSON to PATH",
+    )
+    ap.add_argument(
+        "--markdown",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="write the table with a header line (date, device, settings) to PATH",
+    )
     args = ap.parse_args()
 
     device = torch.device(args.device)
@@ -322,8 +421,10 @@ def main() -> int:
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     args.measured_peak_tflops = matmul_peak_tflops(device, dtype, args.matmul_size)
     peak_label = f"{args.measured_peak_tflops:.3g} TFLOP/s"
-    print(f"measured peak: {args.measured_peak_tflops:.3f} TFLOP/s ({args.matmul_size}x{args.matmul_size} "
-          f"{args.dtype} matmul, the best of about 1 s of products)")
+    print(
+        f"measured peak: {args.measured_peak_tflops:.3f} TFLOP/s ({args.matmul_size}x{args.matmul_size} "
+        f"{args.dtype} matmul, the best of about 1 s of products)"
+    )
 
     import timm
     import torchvision
@@ -331,15 +432,32 @@ def main() -> int:
     threads = torch.get_num_threads()
     where = device_name(device) + ("" if gpu else f", {threads} thread{'s' if threads > 1 else ''}")
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    results = dict(device=args.device, device_name=device_name(device), threads=threads, date=date,
-                   torch=torch.__version__, timm=timm.__version__, torchvision=torchvision.__version__,
-                   settings=dict(models=sizes, image_size=args.image_size, depth=args.depth, batch_sizes=batch_sizes,
-                                 dtype=args.dtype, compile=args.compile, steps=args.steps, rounds=args.rounds,
-                                 warmup=args.warmup, optimizer="AdamW (fused)" if gpu else "AdamW",
-                                 peak_tflops_nominal=args.peak_tflops, matmul_size=args.matmul_size),
-                   measured_peak_tflops=args.measured_peak_tflops,
-                   goals=dict(ratio_vitlib_over_timm=GOAL_RATIO_TIMM, mfu_vitb16=GOAL_MFU["mfu"]),
-                   models={})
+    results = dict(
+        device=args.device,
+        device_name=device_name(device),
+        threads=threads,
+        date=date,
+        torch=torch.__version__,
+        timm=timm.__version__,
+        torchvision=torchvision.__version__,
+        settings=dict(
+            models=sizes,
+            image_size=args.image_size,
+            depth=args.depth,
+            batch_sizes=batch_sizes,
+            dtype=args.dtype,
+            compile=args.compile,
+            steps=args.steps,
+            rounds=args.rounds,
+            warmup=args.warmup,
+            optimizer="AdamW (fused)" if gpu else "AdamW",
+            peak_tflops_nominal=args.peak_tflops,
+            matmul_size=args.matmul_size,
+        ),
+        measured_peak_tflops=args.measured_peak_tflops,
+        goals=dict(ratio_vitlib_over_timm=GOAL_RATIO_TIMM, mfu_vitb16=GOAL_MFU["mfu"]),
+        models={},
+    )
     for size in sizes:
         results["models"][size] = benchmark_size(size, args, device, batch_sizes[size])
 
@@ -351,10 +469,12 @@ def main() -> int:
         print(f"wrote {args.json}")
     if args.markdown:
         s = results["settings"]
-        header = (f"{date}, {where}, torch {torch.__version__}, timm {timm.__version__}, torchvision "
-                  f"{torchvision.__version__}; settings: image {s['image_size']}, depth {s['depth'] or 'own'}, batch "
-                  + ",".join(f"{k}={v}" for k, v in batch_sizes.items())
-                  + f", {s['dtype']}, compile {'on' if s['compile'] else 'off'}")
+        header = (
+            f"{date}, {where}, torch {torch.__version__}, timm {timm.__version__}, torchvision "
+            f"{torchvision.__version__}; settings: image {s['image_size']}, depth {s['depth'] or 'own'}, batch "
+            + ",".join(f"{k}={v}" for k, v in batch_sizes.items())
+            + f", {s['dtype']}, compile {'on' if s['compile'] else 'off'}"
+        )
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(header + "\n\n" + table + "\n")
         print(f"wrote {args.markdown}")

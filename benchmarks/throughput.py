@@ -10,14 +10,13 @@ weights, and the logits of the two are compared before any timing. Rounds altern
 flips every round); the table gives the median images/s of each and the median of the per-round ratios, so machine
 noise falls on both alike.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
-import time
 from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,23 +27,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vitlib  # noqa: E402
 from vitlib import count_parameters, parse_name  # noqa: E402
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from vitlib.studies.timing import device_name, timed_rounds  # noqa: E402
 
 
 def build_models(args, device: torch.device):
@@ -57,9 +40,17 @@ def build_models(args, device: torch.device):
     if args.depth:
         cfg["depth"] = args.depth
     torch.manual_seed(0)
-    timm_model = TimmViT(img_size=args.image_size, patch_size=cfg["patch_size"], in_chans=3,
-                         num_classes=args.num_classes, embed_dim=cfg["dim"], depth=cfg["depth"],
-                         num_heads=cfg["heads"], mlp_ratio=cfg["mlp_dim"] / cfg["dim"], qkv_bias=True)
+    timm_model = TimmViT(
+        img_size=args.image_size,
+        patch_size=cfg["patch_size"],
+        in_chans=3,
+        num_classes=args.num_classes,
+        embed_dim=cfg["dim"],
+        depth=cfg["depth"],
+        num_heads=cfg["heads"],
+        mlp_ratio=cfg["mlp_dim"] / cfg["dim"],
+        qkv_bias=True,
+    )
     ours = vitlib.from_timm(timm_model)
     return cfg, ours.to(device), timm_model.to(device)
 
@@ -79,54 +70,43 @@ def train_step(model, images, labels, autocast) -> None:
     loss.backward()
 
 
-def images_per_s(step, steps: int, batch_size: int, device: torch.device) -> float:
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync(device)
-    return steps * batch_size / (time.perf_counter() - start)
-
-
-def timed_rounds(steps: dict, warmup: int, rounds: int, steps_per_round: int, batch_size: int,
-                 device: torch.device) -> dict[str, list[float]]:
-    """Warm each step function up, then time them in turns: `rounds` rounds of `steps_per_round` steps each, the order
-    reversed every round. Returns images/s per round for every name of `steps`."""
-    for name, step in steps.items():
-        t = time.perf_counter()
-        for _ in range(warmup):
-            step()
-        sync(device)
-        print(f"warm-up {name}: {warmup} steps in {time.perf_counter() - t:.1f}s")
-    rates = {k: [] for k in steps}
-    for r in range(rounds):
-        order = list(steps) if r % 2 == 0 else list(steps)[::-1]
-        for name in order:
-            rates[name].append(images_per_s(steps[name], steps_per_round, batch_size, device))
-    return rates
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="ViT-Ti/4",
-                    help="vitlib variant name, e.g. ViT-Ti/4, ViT-S/16 (default: %(default)s)")
-    ap.add_argument("--depth", type=int, default=6,
-                    help="override the variant's number of blocks; 0 keeps the variant's own (default: %(default)s, "
-                         "so the CPU default runs in under a minute)")
+    ap.add_argument(
+        "--model", default="ViT-Ti/4", help="vitlib variant name, e.g. ViT-Ti/4, ViT-S/16 (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--depth",
+        type=int,
+        default=6,
+        help="override the variant's number of blocks; 0 keeps the variant's own (default: %(default)s, "
+        "so the CPU default runs in under a minute)",
+    )
     ap.add_argument("--image-size", type=int, default=32, help="default: %(default)s")
     ap.add_argument("--num-classes", type=int, default=10, help="default: %(default)s")
     ap.add_argument("--batch-size", type=int, default=64, help="default: %(default)s")
-    ap.add_argument("--steps", type=int, default=None,
-                    help="timed steps per round and model (default: 2 on the CPU, 20 on a GPU)")
-    ap.add_argument("--rounds", type=int, default=11,
-                    help="rounds, each timing both models back to back; medians are reported (default: %(default)s)")
+    ap.add_argument(
+        "--steps", type=int, default=None, help="timed steps per round and model (default: 2 on the CPU, 20 on a GPU)"
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=11,
+        help="rounds, each timing both models back to back; medians are reported (default: %(default)s)",
+    )
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps per model first (default: %(default)s)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
-                    help="cpu or cuda (default: %(default)s)")
-    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32",
-                    help="fp32, or bf16 autocast (weights stay fp32) (default: %(default)s)")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile both models (the warm-up then includes compiling)")
+    ap.add_argument(
+        "--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu or cuda (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="fp32, or bf16 autocast (weights stay fp32) (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--compile", action="store_true", help="torch.compile both models (the warm-up then includes compiling)"
+    )
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     ap.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON to PATH")
     args = ap.parse_args()
@@ -159,8 +139,10 @@ def main() -> int:
     # both models of a round ran seconds apart, so the per-round ratio cancels slow drifts in machine load
     ratio = statistics.median(a / b for a, b in zip(rates["vitlib"], rates["timm"]))
 
-    config = (f"D={cfg['dim']} L={cfg['depth']} H={cfg['heads']} MLP={cfg['mlp_dim']} P={cfg['patch_size']} "
-              f"{args.image_size}px B={args.batch_size} {args.dtype}{' compiled' if args.compile else ''}")
+    config = (
+        f"D={cfg['dim']} L={cfg['depth']} H={cfg['heads']} MLP={cfg['mlp_dim']} P={cfg['patch_size']} "
+        f"{args.image_size}px B={args.batch_size} {args.dtype}{' compiled' if args.compile else ''}"
+    )
     threads = torch.get_num_threads()
     where = device_name(device) + ("" if device.type == "cuda" else f", {threads} thread{'s' if threads > 1 else ''}")
     print(f"\nTraining steps (forward + backward), median of {args.rounds} rounds x {args.steps} steps, on {where}\n")
@@ -168,21 +150,41 @@ def main() -> int:
     print("|---|---|---:|---:|---:|")
     print(f"| {args.model} | {config} | {med['vitlib']:.1f} | {med['timm']:.1f} | {ratio:.3f}x |")
     spread = {k: f"{min(v):.1f}-{max(v):.1f}" for k, v in rates.items()}
-    print(f"\nvitlib / timm is the median of the {args.rounds} per-round ratios (ratio of the medians: "
-          f"{med['vitlib'] / med['timm']:.3f}); per-round images/s ranged vitlib {spread['vitlib']}, "
-          f"timm {spread['timm']}")
+    print(
+        f"\nvitlib / timm is the median of the {args.rounds} per-round ratios (ratio of the medians: "
+        f"{med['vitlib'] / med['timm']:.3f}); per-round images/s ranged vitlib {spread['vitlib']}, "
+        f"timm {spread['timm']}"
+    )
 
     if args.json:
         import timm
-        result = dict(model=args.model, config=dict(cfg, image_size=args.image_size, num_classes=args.num_classes,
-                                                      batch_size=args.batch_size, dtype=args.dtype,
-                                                      compile=args.compile),
-                      steps=args.steps, rounds=args.rounds, warmup=args.warmup, parameters=n_ours,
-                      max_logit_diff=diff, images_per_s=med, rounds_images_per_s=rates, ratio_vitlib_over_timm=ratio,
-                      ratio_of_medians=med["vitlib"] / med["timm"],
-                      torch=torch.__version__, timm=timm.__version__, device=args.device,
-                      device_name=device_name(device),
-                      threads=threads, date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+        result = dict(
+            model=args.model,
+            config=dict(
+                cfg,
+                image_size=args.image_size,
+                num_classes=args.num_classes,
+                batch_size=args.batch_size,
+                dtype=args.dtype,
+                compile=args.compile,
+            ),
+            steps=args.steps,
+            rounds=args.rounds,
+            warmup=args.warmup,
+            parameters=n_ours,
+            max_logit_diff=diff,
+            images_per_s=med,
+            rounds_images_per_s=rates,
+            ratio_vitlib_over_timm=ratio,
+            ratio_of_medians=med["vitlib"] / med["timm"],
+            torch=torch.__version__,
+            timm=timm.__version__,
+            device=args.device,
+            device_name=device_name(device),
+            threads=threads,
+            date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.json}")

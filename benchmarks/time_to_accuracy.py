@@ -1,15 +1,16 @@
 """Time to accuracy: train a ViT from scratch and print test accuracy against wall-clock minutes.
 
-    python benchmarks/time_to_accuracy.py                                  # tta-cpu: 2 cores, goal >= 88% in 5 min
-    python benchmarks/time_to_accuracy.py --preset fmnist-5min --json results/gpu/tta_fmnist.json   # one GPU: >= 95.0% in 5 min
-    python benchmarks/time_to_accuracy.py --preset cifar10-15min --data-root ~/data                 # one GPU: >= 94% in 15 min
+    python benchmarks/time_to_accuracy.py                      # tta-cpu: 2 cores, goal >= 88% in 5 min
+    python benchmarks/time_to_accuracy.py --preset fmnist-5min --json results/gpu/tta_fmnist.json  # GPU: 95.0%, 5 min
+    python benchmarks/time_to_accuracy.py --preset cifar10-15min --data-root ~/data                # GPU: >= 94%, 15 min
     python benchmarks/time_to_accuracy.py --epochs 20 --model ViT-Mini/4 --json results/tta.json
 
-The presets are vitlib.train.presets' (python -m vitlib.train --list-presets). Fashion-MNIST comes from $VITLIB_DATA_DIR,
-data/cache or Debian's dataset-fashion-mnist (`make full-fashion-mnist`); CIFAR-10 from --data-root (or --download
-where there is internet). The test set is evaluated after every epoch (no model selection on it: the recipe is fixed
-before the run), and the curve's minutes count the evaluations too.
+The presets are vitlib.train.presets' (python -m vitlib.train --list-presets). Fashion-MNIST comes from
+$VITLIB_DATA_DIR, data/cache or Debian's dataset-fashion-mnist (`make full-fashion-mnist`); CIFAR-10 from --data-root
+(or --download where there is internet). The test set is evaluated after every epoch (no model selection on it: the
+recipe is fixed before the run), and the curve's minutes count the evaluations too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vitlib.train.presets import PRESETS  # noqa: E402
 from vitlib.train import TrainConfig, train  # noqa: E402
+from vitlib.train.presets import PRESETS  # noqa: E402
 
 TIME_TO_ACCURACY = {"tta-cpu": (5.0, 0.88), "fmnist-5min": (5.0, 0.95), "cifar10-15min": (15.0, 0.94)}  # minutes, goal
 
@@ -49,27 +50,50 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     minutes, goal = TIME_TO_ACCURACY[args.preset]
     options = dict(PRESETS[args.preset].options, val_fraction=0.0, progress=False, eval_test=False)
-    options.update({k: v for k, v in vars(args).items() if v not in (None, False) and k in TrainConfig.__dataclass_fields__})
+    options.update(
+        {k: v for k, v in vars(args).items() if v not in (None, False) and k in TrainConfig.__dataclass_fields__}
+    )
     cfg = TrainConfig(**options)
     start = time.perf_counter()
     result = train(cfg)
     total = time.perf_counter() - start
-    where = torch.cuda.get_device_name() if torch.cuda.is_available() and cfg.device != "cpu" else f"CPU, {torch.get_num_threads()} threads"
+    where = (
+        torch.cuda.get_device_name()
+        if torch.cuda.is_available() and cfg.device != "cpu"
+        else f"CPU, {torch.get_num_threads()} threads"
+    )
     print(f"\n{cfg.model} on {cfg.dataset}, {cfg.epochs} epochs, batch {cfg.batch_size}, preset {args.preset}, {where}")
     print("| epoch | minutes | test acc |\n|---:|---:|---:|")
     for row in result.history:
         print(f"| {row['epoch']} | {row['time_s'] / 60:.2f} | {row['test_acc']:.4f} |")
-    within = [r for r in result.history if r["time_s"] <= minutes * 60]  # epochs whose training ended in time (earlier evaluations counted)
+    within = [
+        r for r in result.history if r["time_s"] <= minutes * 60
+    ]  # epochs whose training ended in time (earlier evaluations counted)
     at = within[-1]["test_acc"] if within else float("nan")
-    print(f"total {total / 60:.2f} min; test accuracy at the last epoch ending within {minutes:g} min: {at:.4f} "
-          f"(goal {goal:.2%}: {'met' if at >= goal else 'not met'}); final: {result.history[-1]['test_acc']:.4f}")
+    print(
+        f"total {total / 60:.2f} min; test accuracy at the last epoch ending within {minutes:g} min: {at:.4f} "
+        f"(goal {goal:.2%}: {'met' if at >= goal else 'not met'}); final: {result.history[-1]['test_acc']:.4f}"
+    )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({
-            "date": str(date.today()), "machine": platform.processor() or platform.machine(),
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu ({torch.get_num_threads()} threads)",
-            "torch": torch.__version__, "preset": args.preset, "goal": {"minutes": minutes, "test_acc": goal},
-            "test_acc_within_goal_minutes": at, "config": cfg.__dict__, "curve": result.history}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "date": str(date.today()),
+                    "machine": platform.processor() or platform.machine(),
+                    "device": torch.cuda.get_device_name()
+                    if torch.cuda.is_available()
+                    else f"cpu ({torch.get_num_threads()} threads)",
+                    "torch": torch.__version__,
+                    "preset": args.preset,
+                    "goal": {"minutes": minutes, "test_acc": goal},
+                    "test_acc_within_goal_minutes": at,
+                    "config": cfg.__dict__,
+                    "curve": result.history,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

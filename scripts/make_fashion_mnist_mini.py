@@ -4,6 +4,7 @@ The source is the full set in IDX format, e.g. Debian's package `dataset-fashion
 (/usr/share/datasets/fashion-mnist) or a torchvision download (<root>/FashionMNIST/raw). Same input, same output:
 the selection is a seeded permutation per class and the gzip files carry no timestamp.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,9 @@ def write_idx(path: Path, array: np.ndarray) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", default="/usr/share/datasets/fashion-mnist", help="folder with the full set's IDX files")
+    ap.add_argument(
+        "--source", default="/usr/share/datasets/fashion-mnist", help="folder with the full set's IDX files"
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "data" / "fashion-mnist-mini"))
     ap.add_argument("--train", type=int, default=10_000, help="training images (a multiple of 10)")
     ap.add_argument("--test", type=int, default=2_000, help="test images (a multiple of 10)")
@@ -44,7 +47,9 @@ def main() -> None:
     src, out = Path(args.source), Path(args.out)
     missing = [n for pair in FILES.values() for n in pair if not (src / n).exists()]
     if missing:
-        sys.exit(f"{src} lacks {missing}: install Debian's dataset-fashion-mnist or pass --source to a folder with them.")
+        sys.exit(
+            f"{src} lacks {missing}: install Debian's dataset-fashion-mnist or pass --source to a folder with them."
+        )
     out.mkdir(parents=True, exist_ok=True)
     for split, count in (("train", args.train), ("test", args.test)):
         images, labels = (read_idx(src / n) for n in FILES[split])
@@ -53,7 +58,9 @@ def main() -> None:
         write_idx(out / FILES[split][1], labels[idx])
         print(f"{split}: {len(idx)} images, {np.bincount(labels[idx]).tolist()} per class")
     names = sorted(n for pair in FILES.values() for n in pair)
-    (out / "SHA256SUMS").write_text("".join(f"{hashlib.sha256((out / n).read_bytes()).hexdigest()}  {n}\n" for n in names))
+    (out / "SHA256SUMS").write_text(
+        "".join(f"{hashlib.sha256((out / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    )
     print(f"wrote {out}")
 
 

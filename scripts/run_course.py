@@ -4,6 +4,7 @@ Executed copies go to a run folder (runs/course-<time>/ by default), never over 
 where they are and how long each notebook took. Usage: python scripts/run_course.py [--only 01 03] [--out DIR]
 [-p NAME VALUE ...] (parameters are passed to every notebook that declares them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=None, help="run only notebooks whose name starts with one of these")
     ap.add_argument("--out", default=None, help="run folder (default runs/course-<date-time>)")
-    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="a parameter for every notebook that declares it (value parsed as YAML: 3, 0.1, true, text)")
+    ap.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter for every notebook that declares it (value parsed as YAML: 3, 0.1, true, text)",
+    )
     ap.add_argument("--kernel", default="python3", help="Jupyter kernel (default: python3 of this environment)")
     args = ap.parse_args()
 
@@ -45,8 +52,14 @@ def main() -> int:
         params = {k: v for k, v in given.items() if k in declared}
         start = time.perf_counter()
         try:
-            pm.execute_notebook(str(nb), str(out / nb.name), parameters=params, cwd=str(NOTEBOOKS),
-                                kernel_name=args.kernel, progress_bar=False)
+            pm.execute_notebook(
+                str(nb),
+                str(out / nb.name),
+                parameters=params,
+                cwd=str(NOTEBOOKS),
+                kernel_name=args.kernel,
+                progress_bar=False,
+            )
         except pm.PapermillExecutionError as err:
             failed = (nb.name, err)
         times.append((nb.name, time.perf_counter() - start))

@@ -1,4 +1,5 @@
 """Shared fixtures: the repository on sys.path, a fixed seed for every test, and a small-ViT factory."""
+
 from __future__ import annotations
 
 import sys

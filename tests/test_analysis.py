@@ -1,4 +1,6 @@
-"""vitlib.studies.embeddings: the position-embedding similarity of Fig. 7 (center), from a model, a module or a tensor."""
+"""vitlib.studies.embeddings: the position-embedding similarity of Fig. 7 (center), from a model, a module or a
+tensor."""
+
 import matplotlib
 import numpy as np
 import pytest
@@ -9,8 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from vitlib import PositionEmbedding, sincos_2d  # noqa: E402
-from vitlib.studies.embeddings import (patch_position_embeddings, plot_position_similarity, position_similarity,  # noqa: E402
-                             similarity_mosaic)
+from vitlib.studies.embeddings import (
+    patch_position_embeddings,
+    plot_position_similarity,
+    position_similarity,  # noqa: E402
+    similarity_mosaic,
+)
 
 
 def teardown_function():
@@ -56,7 +62,7 @@ def test_learned2d_shows_rows_and_columns():
     sim = position_similarity(pe).reshape(4, 4, 4, 4)
     assert (sim[1, 2, 1, 0] - 0.5).abs() < 0.15  # same row: the Y half is shared
     assert (sim[1, 2, 3, 2] - 0.5).abs() < 0.15  # same column: the X half is shared
-    assert sim[1, 2, 3, 0].abs() < 0.15          # neither
+    assert sim[1, 2, 3, 0].abs() < 0.15  # neither
 
 
 @pytest.mark.parametrize("kind", ["none", "relative"])
@@ -80,7 +86,7 @@ def test_mosaic_places_tile_i_at_the_grid_position_of_patch_i():
     mosaic = similarity_mosaic(sim, pad=1)
     assert mosaic.shape == (gh * gh + gh - 1, gw * gw + gw - 1)
     assert np.isnan(mosaic).sum() == mosaic.size - sim.numel()
-    np.testing.assert_array_equal(mosaic[0:2, 4:7], sim[1].numpy())   # patch 1: row 0, column 1
+    np.testing.assert_array_equal(mosaic[0:2, 4:7], sim[1].numpy())  # patch 1: row 0, column 1
     np.testing.assert_array_equal(mosaic[3:5, 8:11], sim[5].numpy())  # patch 5: row 1, column 2
     with pytest.raises(ValueError, match="one gh x gw tile"):
         similarity_mosaic(torch.zeros(5, 2, 3))

@@ -1,4 +1,6 @@
-"""Multi-head self-attention (appendix A, eq. 5-8), relative attention (appendix D.4) and the encoder block (eq. 2-3)."""
+"""Multi-head self-attention (appendix A, eq. 5-8), relative attention (appendix D.4) and the encoder block
+(eq. 2-3)."""
+
 import pytest
 import torch
 from torch import nn
@@ -91,8 +93,8 @@ def _random_block(randomise, **kwargs) -> EncoderBlock:
 
 def test_pre_ln_block_follows_eq_2_and_3(x, randomise):
     block = _random_block(randomise)
-    z1 = x + block.attn(block.norm1(x))        # z'_l = MSA(LN(z_{l-1})) + z_{l-1}
-    z2 = z1 + block.mlp(block.norm2(z1))       # z_l = MLP(LN(z'_l)) + z'_l
+    z1 = x + block.attn(block.norm1(x))  # z'_l = MSA(LN(z_{l-1})) + z_{l-1}
+    z2 = z1 + block.mlp(block.norm2(z1))  # z_l = MLP(LN(z'_l)) + z'_l
     close(block(x), z2)
     out, weights = block.forward_with_weights(x)
     close(out, z2)

@@ -1,4 +1,5 @@
 """The attention-map plots (vitlib.studies.plotting) and the timing helpers of the N sweep (vitlib.studies.timing)."""
+
 import math
 
 import matplotlib
@@ -10,8 +11,8 @@ import pytest
 import torch
 
 import vitlib
-from vitlib.studies.timing import attention, attention_cost, attention_weights_bytes, loglog_slope, time_call
 from vitlib.studies.plotting import cls_attention_grid, show_attention_matrix, show_attention_overlay
+from vitlib.studies.timing import attention, attention_cost, attention_weights_bytes, loglog_slope, time_call
 
 
 @pytest.fixture(autouse=True)

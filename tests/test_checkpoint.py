@@ -1,5 +1,6 @@
-"""vitlib.train.checkpoint: one safetensors file restores model, optimiser, scheduler and RNG states exactly; it is written
-atomically; a corrupt file or one for another model is refused with a CheckpointError and left as it is."""
+"""vitlib.train.checkpoint: one safetensors file restores model, optimiser, scheduler and RNG states exactly; it is
+written atomically; a corrupt file or one for another model is refused with a CheckpointError and left as it is."""
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,14 @@ def saved(tmp_path):
     model, optimizer, scheduler = make()
     for s in range(3):
         step(model, optimizer, scheduler, s)
-    path = save_checkpoint(tmp_path / "run" / "checkpoint.safetensors", model, optimizer, scheduler,
-                           progress={"epoch": 1, "step_in_epoch": 2}, meta={"model_config": model.config.to_dict(), "note": [1, 2]})
+    path = save_checkpoint(
+        tmp_path / "run" / "checkpoint.safetensors",
+        model,
+        optimizer,
+        scheduler,
+        progress={"epoch": 1, "step_in_epoch": 2},
+        meta={"model_config": model.config.to_dict(), "note": [1, 2]},
+    )
     return path, model, optimizer, scheduler
 
 

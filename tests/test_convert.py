@@ -3,6 +3,7 @@
 Every reference model has its zero-initialised parts (heads, torchvision's [class] token, LayerNorm biases) randomised
 first: otherwise a wrongly mapped head or token would still give matching (all-zero or token-independent) logits.
 """
+
 import numpy as np
 import pytest
 import timm
@@ -36,8 +37,9 @@ def assert_same_logits(ours: VisionTransformer, expected: torch.Tensor, images: 
 @pytest.fixture
 def torchvision_vit(randomise):
     def make(**kwargs) -> torchvision.models.VisionTransformer:
-        model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4,
-                                                     hidden_dim=64, mlp_dim=128, num_classes=10, **kwargs)
+        model = torchvision.models.VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128, num_classes=10, **kwargs
+        )
         randomise(perturb_(model).heads)
         return model.eval()
 
@@ -60,8 +62,9 @@ class TestTorchvision:
             assert_same_logits(ours, tv(images), images)
 
     def test_other_sizes(self, randomise):
-        tv = torchvision.models.VisionTransformer(image_size=48, patch_size=12, num_layers=3, num_heads=3,
-                                                  hidden_dim=48, mlp_dim=96, num_classes=4)
+        tv = torchvision.models.VisionTransformer(
+            image_size=48, patch_size=12, num_layers=3, num_heads=3, hidden_dim=48, mlp_dim=96, num_classes=4
+        )
         randomise(perturb_(tv).heads)
         images = torch.randn(2, 3, 48, 48)
         with torch.no_grad():
@@ -80,13 +83,25 @@ class TestTorchvision:
 
 
 class TestTimm:
-    @pytest.mark.parametrize("kwargs", [
-        dict(img_size=(24, 40), patch_size=8, in_chans=1, embed_dim=48, num_heads=3, mlp_ratio=2.5),  # rectangular
-        dict(img_size=28, patch_size=7, in_chans=1, embed_dim=32, num_heads=4, global_pool="avg", class_token=False,
-             fc_norm=False),  # GAP without a [class] token (appendix D.3)
-        dict(img_size=32, patch_size=4, embed_dim=64, num_heads=2, qkv_bias=False, num_classes=0),  # features only
-        dict(img_size=48, patch_size=16, embed_dim=96, num_heads=6, depth=3, global_pool="avg", fc_norm=False),
-    ], ids=["rectangular", "gap-no-cls", "no-qkv-bias-no-head", "gap-with-cls"])
+    @pytest.mark.parametrize(
+        "kwargs",
+        [
+            dict(img_size=(24, 40), patch_size=8, in_chans=1, embed_dim=48, num_heads=3, mlp_ratio=2.5),  # rectangular
+            dict(
+                img_size=28,
+                patch_size=7,
+                in_chans=1,
+                embed_dim=32,
+                num_heads=4,
+                global_pool="avg",
+                class_token=False,
+                fc_norm=False,
+            ),  # GAP without a [class] token (appendix D.3)
+            dict(img_size=32, patch_size=4, embed_dim=64, num_heads=2, qkv_bias=False, num_classes=0),  # features only
+            dict(img_size=48, patch_size=16, embed_dim=96, num_heads=6, depth=3, global_pool="avg", fc_norm=False),
+        ],
+        ids=["rectangular", "gap-no-cls", "no-qkv-bias-no-head", "gap-with-cls"],
+    )
     def test_any_size_and_pooling(self, kwargs, randomise):
         """Every timm ViT that vitlib can build: other widths, heads, MLP ratios, image sizes, pooling, no head."""
         kwargs = {"depth": 2, "num_classes": 7, **kwargs}
@@ -101,8 +116,9 @@ class TestTimm:
             assert_same_logits(ours, tm(images), images)
 
     def test_same_logits(self, images, randomise):
-        tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2,
-                               num_classes=10)
+        tm = timm.create_model(
+            "vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2, num_classes=10
+        )
         randomise(perturb_(tm).head)
         tm.eval()
         ours = from_timm(tm)
@@ -110,9 +126,15 @@ class TestTimm:
         with torch.no_grad():
             assert_same_logits(ours, tm(images), images)
 
-    @pytest.mark.parametrize("kwargs, match", [(dict(global_pool="avg"), "fc_norm"), (dict(reg_tokens=4), "register"),
-                                               (dict(init_values=1e-5), "LayerScale"), (dict(no_embed_class=True),
-                                                                                        "no_embed_class")])
+    @pytest.mark.parametrize(
+        "kwargs, match",
+        [
+            (dict(global_pool="avg"), "fc_norm"),
+            (dict(reg_tokens=4), "register"),
+            (dict(init_values=1e-5), "LayerScale"),
+            (dict(no_embed_class=True), "no_embed_class"),
+        ],
+    )
     def test_unsupported_variants(self, kwargs, match):
         tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=1, **kwargs)
         with pytest.raises(ValueError, match=match):
@@ -130,10 +152,15 @@ def jax_checkpoint(pre_logits: bool = False, grid: tuple[int, int] = (GRID, GRID
         return (mean + scale * rng.standard_normal(shape)).astype(np.float32)
 
     dh = D // HEADS
-    w = {"embedding/kernel": r(P, P, C, D), "embedding/bias": r(D),
-         "Transformer/posembed_input/pos_embedding": r(1, (0 if gap else 1) + grid[0] * grid[1], D),
-         "Transformer/encoder_norm/scale": r(D, mean=1.0), "Transformer/encoder_norm/bias": r(D),
-         "head/kernel": r(HIDDEN if pre_logits else D, K), "head/bias": r(K)}
+    w = {
+        "embedding/kernel": r(P, P, C, D),
+        "embedding/bias": r(D),
+        "Transformer/posembed_input/pos_embedding": r(1, (0 if gap else 1) + grid[0] * grid[1], D),
+        "Transformer/encoder_norm/scale": r(D, mean=1.0),
+        "Transformer/encoder_norm/bias": r(D),
+        "head/kernel": r(HIDDEN if pre_logits else D, K),
+        "head/bias": r(K),
+    }
     if not gap:
         w["cls"] = r(1, 1, D)
     if pre_logits:
@@ -152,10 +179,16 @@ def jax_checkpoint(pre_logits: bool = False, grid: tuple[int, int] = (GRID, GRID
 
 
 def timm_from_npz(path, num_classes: int = K) -> torch.nn.Module:
-    tm = timm.models.vision_transformer.VisionTransformer(img_size=GRID * P, patch_size=P, in_chans=C,
-                                                          num_classes=num_classes,
-                                                          embed_dim=D, depth=DEPTH, num_heads=HEADS,
-                                                          mlp_ratio=MLP_DIM / D)
+    tm = timm.models.vision_transformer.VisionTransformer(
+        img_size=GRID * P,
+        patch_size=P,
+        in_chans=C,
+        num_classes=num_classes,
+        embed_dim=D,
+        depth=DEPTH,
+        num_heads=HEADS,
+        mlp_ratio=MLP_DIM / D,
+    )
     _load_weights(tm, str(path))
     return tm.eval()
 
@@ -185,7 +218,9 @@ class TestJaxNpz:
         tm = timm_from_npz(path, num_classes=0)
         with torch.no_grad():
             pooled = tm(images)  # LN(z_L^0)
-            expected = torch.tanh(pooled @ t["pre_logits/kernel"] + t["pre_logits/bias"]) @ t["head/kernel"] + t["head/bias"]
+            expected = (
+                torch.tanh(pooled @ t["pre_logits/kernel"] + t["pre_logits/bias"]) @ t["head/kernel"] + t["head/bias"]
+            )
             assert_same_logits(ours, expected, images)
 
     def test_gap_and_rectangular_images(self, tmp_path):
@@ -196,8 +231,18 @@ class TestJaxNpz:
         ours = from_jax_npz(path, image_size=(3 * P, 5 * P))
         assert ours.config.pool == "gap" and not ours.config.class_token and ours.image_size == (3 * P, 5 * P)
         tm = timm.models.vision_transformer.VisionTransformer(
-            img_size=(3 * P, 5 * P), patch_size=P, in_chans=C, num_classes=K, embed_dim=D, depth=DEPTH, num_heads=HEADS,
-            mlp_ratio=MLP_DIM / D, global_pool="avg", class_token=False, fc_norm=False)
+            img_size=(3 * P, 5 * P),
+            patch_size=P,
+            in_chans=C,
+            num_classes=K,
+            embed_dim=D,
+            depth=DEPTH,
+            num_heads=HEADS,
+            mlp_ratio=MLP_DIM / D,
+            global_pool="avg",
+            class_token=False,
+            fc_norm=False,
+        )
         _load_weights(tm, str(path))
         images = torch.randn(2, C, 3 * P, 5 * P)
         with torch.no_grad():

@@ -1,4 +1,5 @@
 """The bundled Fashion-MNIST subset: shapes, balance, checksums on load, and the script that rebuilds it."""
+
 import gzip
 import re
 import shutil
@@ -38,10 +39,20 @@ def test_root_argument_and_environment_variable(copy, monkeypatch):
     images, labels = load_fashion_mnist_mini("test")
     copied_images, copied_labels = load_fashion_mnist_mini("test", root=copy)
     assert torch.equal(copied_images, images) and torch.equal(copied_labels, labels)
-    monkeypatch.setenv("VITLIB_DATA", str(copy.parent))  # the copy is now where vitlib looks by default
+    monkeypatch.setenv("VITLIB_DATA_DIR", str(copy.parent))  # the copy is now where vitlib looks by default
+    assert data.data_dir() == copy.parent and data.bundled_dir() == copy
     (copy / FILES["test"][1]).unlink()
     with pytest.raises(DataError, match=re.escape(str(copy / FILES["test"][1]))):
         load_fashion_mnist_mini("test")
+
+
+def test_the_old_environment_variable_is_a_deprecated_alias(copy, monkeypatch):
+    monkeypatch.delenv("VITLIB_DATA_DIR", raising=False)
+    monkeypatch.setenv("VITLIB_DATA", str(copy.parent))
+    with pytest.warns(DeprecationWarning, match="VITLIB_DATA is deprecated: set \\$VITLIB_DATA_DIR"):
+        assert data.data_dir() == copy.parent
+    monkeypatch.setenv("VITLIB_DATA_DIR", "/elsewhere")  # the new name wins, without a warning
+    assert data.data_dir() == Path("/elsewhere")
 
 
 @pytest.mark.parametrize("name", ALL_FILES)
@@ -78,11 +89,17 @@ def test_read_idx_rejects_bad_files(tmp_path):
         read_idx(truncated)
 
 
-@pytest.mark.skipif(not FULL_SET.exists(), reason=f"the full Fashion-MNIST is not at {FULL_SET} (make full-fashion-mnist)")
+@pytest.mark.skipif(
+    not FULL_SET.exists(), reason=f"the full Fashion-MNIST is not at {FULL_SET} (make full-fashion-mnist)"
+)
 def test_script_rebuilds_the_bundled_files_byte_for_byte(tmp_path):
     script = ROOT / "scripts" / "make_fashion_mnist_mini.py"
-    subprocess.run([sys.executable, str(script), "--source", str(FULL_SET), "--out", str(tmp_path)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(script), "--source", str(FULL_SET), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert (tmp_path / "SHA256SUMS").read_bytes() == (BUNDLED / "SHA256SUMS").read_bytes()
     for name in ALL_FILES:
         assert (tmp_path / name).read_bytes() == (BUNDLED / name).read_bytes(), name

@@ -1,5 +1,6 @@
 """vitlib.data: the registry of data sets, stratified splits and subsets, and the real loading code of every source
 (MNIST IDX files, CIFAR pickles, folders of images) run offline on small data each test writes itself."""
+
 from __future__ import annotations
 
 import gzip
@@ -12,8 +13,15 @@ import torch
 import torchvision
 from PIL import Image
 
-from vitlib.data import DataError
-from vitlib.data import Dataset, TensorSplit, dataset_names, get_dataset, stratified_indices, synthetic_position
+from vitlib.data import (
+    DataError,
+    Dataset,
+    TensorSplit,
+    dataset_names,
+    get_dataset,
+    stratified_indices,
+    synthetic_position,
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +95,9 @@ def test_unknown_name_lists_the_known_ones():
 
 
 # --------------------------------------------------------------------------------------------- missing or corrupt
-@pytest.mark.parametrize("name, folder", [("mnist", "MNIST"), ("cifar10", "cifar-10-batches-py"),
-                                          ("cifar100", "cifar-100-python")])
+@pytest.mark.parametrize(
+    "name, folder", [("mnist", "MNIST"), ("cifar10", "cifar-10-batches-py"), ("cifar100", "cifar-100-python")]
+)
 def test_missing_data_offline_says_where_and_what_to_do(tmp_path, name, folder):
     with pytest.raises(DataError) as err:
         get_dataset(name, root=tmp_path)
@@ -105,10 +114,12 @@ def _idx(array: np.ndarray) -> bytes:
 def _write_fake_mnist(raw, n_train=20, n_test=10):
     raw.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    arrays = {"train-images-idx3-ubyte.gz": rng.integers(0, 256, (n_train, 28, 28)),
-              "train-labels-idx1-ubyte.gz": np.arange(n_train) % 10,
-              "t10k-images-idx3-ubyte.gz": rng.integers(0, 256, (n_test, 28, 28)),
-              "t10k-labels-idx1-ubyte.gz": np.arange(n_test) % 10}
+    arrays = {
+        "train-images-idx3-ubyte.gz": rng.integers(0, 256, (n_train, 28, 28)),
+        "train-labels-idx1-ubyte.gz": np.arange(n_train) % 10,
+        "t10k-images-idx3-ubyte.gz": rng.integers(0, 256, (n_test, 28, 28)),
+        "t10k-labels-idx1-ubyte.gz": np.arange(n_test) % 10,
+    }
     for name, array in arrays.items():
         (raw / name).write_bytes(gzip.compress(_idx(array), mtime=0))
     return arrays
@@ -125,7 +136,9 @@ def test_idx_files_load_when_their_checksums_match(tmp_path, monkeypatch):
     """The real IDX reading path of MNIST: fake files, with torchvision's md5 list pointed at them."""
     raw = tmp_path / "MNIST" / "raw"
     arrays = _write_fake_mnist(raw)
-    resources = [(f"https://example.invalid/{name}", hashlib.md5((raw / name).read_bytes()).hexdigest()) for name in arrays]
+    resources = [
+        (f"https://example.invalid/{name}", hashlib.md5((raw / name).read_bytes()).hexdigest()) for name in arrays
+    ]
     monkeypatch.setattr(torchvision.datasets.MNIST, "resources", resources)
     d = get_dataset("mnist", root=tmp_path, val_fraction=0)
     assert d.classes == tuple("0123456789") and d.info["source"] == str(raw)
@@ -169,8 +182,11 @@ def test_cifar10_loads_from_its_pickled_batches(tmp_path, monkeypatch):
     data, labels = made["test_batch"]
     assert torch.equal(d.test.images, torch.from_numpy(data).view(4, 3, 32, 32))  # CHW rows -> (N, C, H, W)
     assert d.test.labels.tolist() == labels
-    assert d.train.labels.tolist() == [lab for n in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
-                                                     "data_batch_5") for lab in made[n][1]]
+    assert d.train.labels.tolist() == [
+        lab
+        for n in ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5")
+        for lab in made[n][1]
+    ]
     assert d.mean == pytest.approx((0.4914, 0.4822, 0.4465))
 
 
@@ -190,7 +206,9 @@ def write_image_folder(root, n_train=6, n_val=3, size=12, splits=("train", "val"
             (root / split / name).mkdir(parents=True)
             for k in range(n):
                 value = 20 + 10 * k + 150 * c
-                Image.new("RGB", (size, size), (value, value // 2, 255 - value)).save(root / split / name / f"{k:02d}.png")
+                Image.new("RGB", (size, size), (value, value // 2, 255 - value)).save(
+                    root / split / name / f"{k:02d}.png"
+                )
     return root
 
 
@@ -237,7 +255,7 @@ def test_synthetic_position_marks_the_labelled_quadrant():
         quadrants = image.view(2, 16, 2, 16).permute(0, 2, 1, 3)  # (qy, qx, 16, 16)
         bright = (quadrants == 255).flatten(2).sum(-1)
         assert bright[qy, qx] == 16  # one 4x4 mark of 255 in the labelled quadrant
-        assert bright.sum() == 16    # and nowhere else: the noise stays below 0.6 * 255
+        assert bright.sum() == 16  # and nowhere else: the noise stays below 0.6 * 255
         ys, xs = torch.nonzero(quadrants[qy, qx] == 255, as_tuple=True)
         assert int(ys.min()) % 4 == 0 and int(xs.min()) % 4 == 0  # on the 4-pixel grid
 

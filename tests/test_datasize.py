@@ -1,13 +1,23 @@
-"""vitlib.studies.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance tests."""
+"""vitlib.studies.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance
+tests."""
+
 import pytest
 import torch
 from torch import nn
 
 from vitlib import create_model
-from vitlib.model.cnn import SmallResNet
 from vitlib.data import Dataset, TensorSplit
-from vitlib.studies.datasize import (condition_name, equivariance_error, fraction_of, gaps, run_fractions, shift, train_steps,
-                             vit_token_map)
+from vitlib.model.cnn import SmallResNet
+from vitlib.studies.datasize import (
+    condition_name,
+    equivariance_error,
+    fraction_of,
+    gaps,
+    run_fractions,
+    shift,
+    train_steps,
+    vit_token_map,
+)
 from vitlib.studies.experiments import Experiment
 from vitlib.train import TrainConfig
 
@@ -51,8 +61,14 @@ def test_train_steps_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
     runs = []
     for _ in range(2):
         torch.manual_seed(4)
-        runs.append(train_steps(TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4),
-                                nn.Sequential(nn.Flatten(), nn.Linear(64, 4)), data, steps=5))
+        runs.append(
+            train_steps(
+                TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4),
+                nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
+                data,
+                steps=5,
+            )
+        )
     assert runs[0].epochs == 5
     assert runs[0].test == runs[1].test and runs[0].train_loss == runs[1].train_loss
 
@@ -60,9 +76,13 @@ def test_train_steps_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
 def test_run_fractions_records_every_model_fraction_and_seed():
     data = tiny_data()
     exp = Experiment("ds")
-    models = {"lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
-              "cnn": lambda seed: SmallResNet(8, 4, 1, 4)}
-    rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], TrainConfig(lr=0.01, batch_size=16, device="cpu"), steps=3)
+    models = {
+        "lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
+        "cnn": lambda seed: SmallResNet(8, 4, 1, 4),
+    }
+    rows = run_fractions(
+        exp, models, data, [0.1, 0.5], [0, 1], TrainConfig(lr=0.01, batch_size=16, device="cpu"), steps=3
+    )
     assert len(rows) == 2 * 2 * 2
     assert exp.conditions() == [condition_name(m, f) for m in models for f in (0.1, 0.5)]
     assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
@@ -79,7 +99,7 @@ def test_a_circular_conv_is_translation_equivariant_and_vit_only_for_whole_patch
     vit = create_model("ViT-Micro/7", 10, 28, 1, dim=32, depth=2, heads=2, mlp_dim=64, pos_embed="none").eval()
     f = lambda im: vit_token_map(vit, im)
     assert f(x).shape == (2, 32, 4, 4)
-    assert equivariance_error(f, x, 7, 14, stride=7) < 1e-4           # whole patches: the tokens move along
+    assert equivariance_error(f, x, 7, 14, stride=7) < 1e-4  # whole patches: the tokens move along
     with_pos = create_model("ViT-Micro/7", 10, 28, 1, dim=32, depth=2, heads=2, mlp_dim=64).eval()
     assert equivariance_error(lambda im: vit_token_map(with_pos, im), x, 7, 14, stride=7) > 1e-2
     with pytest.raises(ValueError, match="multiples of 7"):

@@ -1,23 +1,47 @@
 """Data-parallel training (torchrun + DDP, gloo on the CPU) is the same training as one process with the same global
 batch: each of 2 processes takes half of every batch, the gradients are averaged, the metrics summed over both."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 import torchrun_runs
+from safetensors.torch import load_file
 from torchrun_runs import TORCHRUN, assert_trained_alike, finish, metrics
+
 from vitlib.train.checkpoint import read_checkpoint
 
 pytestmark = pytest.mark.skipif(TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python")
 
 # global batch 64 (2 x 32 under torchrun), 8 steps an epoch, no augmentation, no dropout: nothing random but the init
-OPTIONS = ["--model", "ViT-Micro/7", "--subset", "512", "--batch-size", "64", "--epochs", "2", "--val-fraction", "0.1",
-           "--lr", "3e-3", "--warmup-epochs", "0.5", "--dropout", "0", "--drop-path", "0", "--augment", "none",
-           "--no-eval-test", "--no-progress", "--log-every", "4"]
+OPTIONS = [
+    "--model",
+    "ViT-Micro/7",
+    "--subset",
+    "512",
+    "--batch-size",
+    "64",
+    "--epochs",
+    "2",
+    "--val-fraction",
+    "0.1",
+    "--lr",
+    "3e-3",
+    "--warmup-epochs",
+    "0.5",
+    "--dropout",
+    "0",
+    "--drop-path",
+    "0",
+    "--augment",
+    "none",
+    "--no-eval-test",
+    "--no-progress",
+    "--log-every",
+    "4",
+]
 
 
 def launch(out: Path, *extra: str, processes: int = 1):

@@ -1,4 +1,5 @@
 """vitlib.ema.EMA: the numbers of torch's AveragedModel with an EMA, without a host-device sync per update."""
+
 from __future__ import annotations
 
 import pytest

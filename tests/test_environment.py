@@ -1,8 +1,9 @@
 """environment.yml (conda) and pyproject.toml (pip) list the same packages."""
+
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,6 +20,9 @@ def test_conda_and_pip_list_the_same_packages():
     for extra in project["optional-dependencies"].values():
         pip |= {_name(s) for s in extra}
     pip.discard("vitlib")
-    conda = {CONDA_TO_PIP.get(_name(s), _name(s)) for s in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-             if isinstance(s, str)} - {"python", "pip"}
+    conda = {
+        CONDA_TO_PIP.get(_name(s), _name(s))
+        for s in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+        if isinstance(s, str)
+    } - {"python", "pip"}
     assert pip == conda, f"only in pyproject: {sorted(pip - conda)}; only in environment.yml: {sorted(conda - pip)}"

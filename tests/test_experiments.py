@@ -22,11 +22,18 @@ def test_mean_std_and_difference():
         mean_std([])
 
 
-@pytest.mark.parametrize("diff,se,expect,want", [
-    (0.05, 0.01, "greater", "reproduced"), (0.01, 0.01, "greater", "partly"), (-0.05, 0.01, "greater", "not reproduced"),
-    (-0.05, 0.01, "less", "reproduced"), (0.005, 0.01, "equal", "reproduced"), (0.05, 0.01, "equal", "not reproduced"),
-    (0.05, 0.01, "equal", "reproduced"),  # within a tolerance of 0.06 given below
-])
+@pytest.mark.parametrize(
+    "diff,se,expect,want",
+    [
+        (0.05, 0.01, "greater", "reproduced"),
+        (0.01, 0.01, "greater", "partly"),
+        (-0.05, 0.01, "greater", "not reproduced"),
+        (-0.05, 0.01, "less", "reproduced"),
+        (0.005, 0.01, "equal", "reproduced"),
+        (0.05, 0.01, "equal", "not reproduced"),
+        (0.05, 0.01, "equal", "reproduced"),  # within a tolerance of 0.06 given below
+    ],
+)
 def test_verdict(diff, se, expect, want):
     tol = 0.06 if want == "reproduced" and expect == "equal" and diff == 0.05 else 0.0
     assert verdict(diff, se, expect, tolerance=tol) == want
@@ -90,8 +97,9 @@ def test_new_run_folder_never_reuses(tmp_path):
 
 def test_experiment_train_records_metrics_per_seed(one_thread):
     exp = Experiment("t")
-    cfg = TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/7", epochs=1, batch_size=256, subset=512,
-                      eval_test=True)
+    cfg = TrainConfig(
+        dataset="fashion-mnist-mini", model="ViT-Micro/7", epochs=1, batch_size=256, subset=512, eval_test=True
+    )
     rows = exp.train("micro", cfg, seeds=[0, 1])
     assert [r["seed"] for r in rows] == [0, 1]
     for r in rows:

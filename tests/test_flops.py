@@ -1,4 +1,6 @@
-"""vitlib.studies.cost: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference numbers."""
+"""vitlib.studies.cost: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference
+numbers."""
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -15,16 +17,19 @@ def counted(model: torch.nn.Module, images: torch.Tensor) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("overrides", [
-    {},
-    {"pool": "gap"},
-    {"head_hidden": 48},
-    {"image_size": 32, "patch_size": 8, "in_channels": 3},
-    {"resize_to": (28, 32)},
-    {"conv_patch_embed": False},
-    {"num_classes": 0},
-    {"pos_embed": "sincos2d", "mlp_dim": 96},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"pool": "gap"},
+        {"head_hidden": 48},
+        {"image_size": 32, "patch_size": 8, "in_channels": 3},
+        {"resize_to": (28, 32)},
+        {"conv_patch_embed": False},
+        {"num_classes": 0},
+        {"pos_embed": "sincos2d", "mlp_dim": 96},
+    ],
+)
 def test_equals_flop_counter_per_image(overrides):
     # fused=False: the written-out attention (FlopCounterMode does not count inside the CPU's fused SDPA kernel)
     resize_to = overrides.pop("resize_to", None)
@@ -51,9 +56,12 @@ def test_parts_and_names():
 def test_multiply_adds_match_torchvision_meta():
     """torchvision's weights.meta['_ops'] are GMACs (half our FLOPs), rounded to 3 decimals."""
     from torchvision.models import ViT_B_16_Weights, ViT_H_14_Weights, ViT_L_16_Weights
-    for name, weights, size in [("ViT-B/16", ViT_B_16_Weights.IMAGENET1K_V1, 224),
-                                ("ViT-L/16", ViT_L_16_Weights.IMAGENET1K_V1, 224),
-                                ("ViT-H/14", ViT_H_14_Weights.IMAGENET1K_SWAG_LINEAR_V1, 224)]:
+
+    for name, weights, size in [
+        ("ViT-B/16", ViT_B_16_Weights.IMAGENET1K_V1, 224),
+        ("ViT-L/16", ViT_L_16_Weights.IMAGENET1K_V1, 224),
+        ("ViT-H/14", ViT_H_14_Weights.IMAGENET1K_SWAG_LINEAR_V1, 224),
+    ]:
         gmacs = model_flops(name, image_size=size)["total"] / 2e9
         assert abs(gmacs - weights.meta["_ops"]) < 0.02, (name, gmacs, weights.meta["_ops"])
 

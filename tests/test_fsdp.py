@@ -1,6 +1,7 @@
 """Sharded training (torchrun + FSDP2 with --fsdp, gloo on the CPU) is the same training as one process with the same
 global batch: the weights, gradients and AdamW state are split over 2 processes, the gradient clipping still clips the
 global norm, checkpoints hold whole tensors (a stopped run resumes exactly) and model.safetensors loads without FSDP."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,25 +11,62 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 import torchrun_runs
+from safetensors.torch import load_file
 from torchrun_runs import TORCHRUN, finish, metrics
 from torchrun_runs import assert_trained_alike as _alike
-from vitlib.train.checkpoint import read_checkpoint
-from vitlib.objectives import MAE
-from vitlib.model import create_model
-from vitlib.train import TrainConfig, load_pretrained, parse_config, train
 
-needs_torchrun = pytest.mark.skipif(TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python")
+from vitlib.model import create_model
+from vitlib.objectives import MAE
+from vitlib.train import TrainConfig, load_pretrained, parse_config, train
+from vitlib.train.checkpoint import read_checkpoint
+
+needs_torchrun = pytest.mark.skipif(
+    TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python"
+)
 
 # as tests/test_distributed.py, smaller (the start of each process is most of the time): global batch 64 (2 x 32 under
 # torchrun), 4 steps an epoch, 200 validation images, no augmentation, no dropout: nothing random but the init
-OPTIONS = ["--model", "ViT-Micro/7", "--subset", "256", "--batch-size", "64", "--epochs", "2", "--val-fraction", "0.02",
-           "--lr", "3e-3", "--warmup-epochs", "0.5", "--dropout", "0", "--drop-path", "0", "--augment", "none",
-           "--no-eval-test", "--no-progress", "--log-every", "4"]
-BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=1, steps=3,
-                   lr=3e-3, warmup_epochs=0.5, log_every=4, progress=False, eval_test=False, fsdp=True)  # in-process
+OPTIONS = [
+    "--model",
+    "ViT-Micro/7",
+    "--subset",
+    "256",
+    "--batch-size",
+    "64",
+    "--epochs",
+    "2",
+    "--val-fraction",
+    "0.02",
+    "--lr",
+    "3e-3",
+    "--warmup-epochs",
+    "0.5",
+    "--dropout",
+    "0",
+    "--drop-path",
+    "0",
+    "--augment",
+    "none",
+    "--no-eval-test",
+    "--no-progress",
+    "--log-every",
+    "4",
+]
+BASE = TrainConfig(
+    model="ViT-Micro/7",
+    dataset="fashion-mnist-mini",
+    subset=512,
+    batch_size=64,
+    epochs=1,
+    steps=3,
+    lr=3e-3,
+    warmup_epochs=0.5,
+    log_every=4,
+    progress=False,
+    eval_test=False,
+    fsdp=True,
+)  # in-process
 
 
 def launch(out: Path, *extra: str, processes: int = 1):
@@ -40,15 +78,20 @@ def runs(tmp_path_factory):
     """At the same time: 2 processes with --fsdp, 1 process without it, and 2 with --fsdp stopped by their time budget
     after the first step; then the stopped run resumed, and beside it an MAE pre-trained with --fsdp."""
     root = tmp_path_factory.mktemp("fsdp")
-    started = [launch(root / "fsdp", "--fsdp", processes=2), launch(root / "single"),
-               launch(root / "stopped", "--fsdp", "--time-budget", "1e-4", processes=2)]
+    started = [
+        launch(root / "fsdp", "--fsdp", processes=2),
+        launch(root / "single"),
+        launch(root / "stopped", "--fsdp", "--time-budget", "1e-4", processes=2),
+    ]
     for process in started:
         finish(process)
     _, meta = read_checkpoint(root / "stopped" / "checkpoint.safetensors")
     (root / "unsharded").mkdir()  # the same checkpoint, to resume in one process without FSDP
     shutil.copy(root / "stopped" / "checkpoint.safetensors", root / "unsharded" / "checkpoint.safetensors")
-    resumed, mae = (launch(root / "stopped", "--fsdp", "--resume", processes=2),
-                    launch(root / "mae", "--fsdp", "--objective", "mae", processes=2))
+    resumed, mae = (
+        launch(root / "stopped", "--fsdp", "--resume", processes=2),
+        launch(root / "mae", "--fsdp", "--objective", "mae", processes=2),
+    )
     finish(resumed)
     finish(mae)
     return root, meta
@@ -117,7 +160,9 @@ def test_mae_is_sharded_with_its_decoder_and_loads_headless(runs):
     assert json.loads((root / "mae" / "config.json").read_text())["parallel"] == "fsdp"
     saved = load_file(root / "mae" / "model.safetensors")
     whole = MAE(create_model("ViT-Micro/7", num_classes=0, image_size=28, in_channels=1)).state_dict()
-    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in whole.items()}  # whole tensors, decoder too
+    assert {k: v.shape for k, v in saved.items()} == {
+        k: v.shape for k, v in whole.items()
+    }  # whole tensors, decoder too
     model = load_pretrained(root / "mae")  # the encoder only
     assert all(torch.equal(v, saved[f"vit.{k}"]) for k, v in model.state_dict().items())
     losses = [row["train_loss"] for row in metrics(root / "mae")]
@@ -132,11 +177,14 @@ def test_in_one_process_fsdp_changes_nothing(tmp_path):
     assert json.loads((tmp_path / "fsdp" / "config.json").read_text())["parallel"] == "none"
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"ema": 0.999}, "fsdp with ema is not supported"),
-    ({"model": "ResNet-8"}, "is a CNN"),
-    ({"model": "R8+ViT-Micro/4", "channels_last": True}, "non-contiguous weights"),  # FSDP2 cannot shard those
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"ema": 0.999}, "fsdp with ema is not supported"),
+        ({"model": "ResNet-8"}, "is a CNN"),
+        ({"model": "R8+ViT-Micro/4", "channels_last": True}, "non-contiguous weights"),  # FSDP2 cannot shard those
+    ],
+)
 def test_what_fsdp_cannot_do_is_refused(options, message):
     with pytest.raises(ValueError, match=message):
         train(dataclasses.replace(BASE, **options))
@@ -144,6 +192,7 @@ def test_what_fsdp_cannot_do_is_refused(options, message):
 
 def test_a_model_without_encoder_blocks_is_refused():
     from vitlib.model.cnn import create_cnn
+
     with pytest.raises(ValueError, match="has none: drop fsdp"):
         train(BASE, model=create_cnn("ResNet-8", 10, 1))
 

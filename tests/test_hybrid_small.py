@@ -1,4 +1,5 @@
 """Small CNN stems for the hybrid (section 3.1) on 28/32 px images: names, shapes, 1x1 patches, parameters, FLOPs."""
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -42,7 +43,9 @@ def test_hybrid_embedding_is_a_linear_map_of_1x1_patches():
     x = torch.randn(3, 1, 28, 28)
     fmap = model.patch_embed.backbone(x)  # (B, C', 7, 7)
     assert fmap.shape == (3, 16, 7, 7)
-    by_hand = fmap.permute(0, 2, 3, 1).reshape(3, 49, 16) @ model.patch_embed.proj.weight.T + model.patch_embed.proj.bias
+    by_hand = (
+        fmap.permute(0, 2, 3, 1).reshape(3, 49, 16) @ model.patch_embed.proj.weight.T + model.patch_embed.proj.bias
+    )
     torch.testing.assert_close(model.patch_embed(x), by_hand)
     one_by_one = vitlib.PatchEmbedding(7, 1, 16, 64)  # a plain ViT patch embedding with P = 1 on the feature map
     one_by_one.load_state_dict(model.patch_embed.proj.state_dict(prefix="proj."))
@@ -52,7 +55,9 @@ def test_hybrid_embedding_is_a_linear_map_of_1x1_patches():
 def test_stem_is_the_small_resnet_up_to_its_stride():
     stem = small_resnet_stem("ResNet-14-w8", 4, in_channels=1)
     cnn = SmallResNet(14, 8, in_channels=1, num_classes=10)
-    assert sum(p.numel() for p in stem.parameters()) == sum(p.numel() for n, p in cnn.named_parameters() if not n.startswith("head"))
+    assert sum(p.numel() for p in stem.parameters()) == sum(
+        p.numel() for n, p in cnn.named_parameters() if not n.startswith("head")
+    )
     assert sum(p.numel() for p in small_resnet_stem("ResNet-8", 1, 1).parameters()) == 144 + 32 + 2 * (2304 + 32)
 
 
@@ -88,5 +93,7 @@ def test_errors():
         small_resnet_stem("ResNet-8-w0", 4)
     with pytest.raises(ValueError, match="unknown model variant 'R8w8\\+ViT-Micro/4'.*R8\\+ViT-Micro/4"):
         parse_name("R8w8+ViT-Micro/4")
-    with pytest.raises(ValueError, match="one of \\[4, 8, 16, 32\\], got 2"):  # torchvision stems keep their own strides
+    with pytest.raises(
+        ValueError, match="one of \\[4, 8, 16, 32\\], got 2"
+    ):  # torchvision stems keep their own strides
         create_model("R18+ViT-Micro/2", image_size=28)

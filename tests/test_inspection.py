@@ -8,15 +8,21 @@ import pytest
 import torch
 
 from vitlib import VisionTransformer
-from vitlib.studies.attention_maps import attention_rollout, mean_attention_distance, plot_attention_distance, rollout_maps
+from vitlib.studies.attention_maps import (
+    attention_rollout,
+    mean_attention_distance,
+    plot_attention_distance,
+    rollout_maps,
+)
 from vitlib.studies.embeddings import embedding_filters, patch_distances, plot_embedding_filters
 
 
 @pytest.fixture
 def vit():
     torch.manual_seed(0)
-    return VisionTransformer(image_size=16, patch_size=4, in_channels=3, num_classes=5, dim=32, depth=3, heads=2,
-                             mlp_dim=64).eval()
+    return VisionTransformer(
+        image_size=16, patch_size=4, in_channels=3, num_classes=5, dim=32, depth=3, heads=2, mlp_dim=64
+    ).eval()
 
 
 def test_patch_distances_in_pixels():
@@ -78,7 +84,9 @@ def test_rollout_is_the_product_of_residual_averaged_layers():
     assert torch.allclose(r[0].double(), by_hand, atol=1e-6)
     assert torch.allclose(r.sum(-1), torch.ones(1, 4))
     no_res = attention_rollout(ws, add_residual=False)
-    assert torch.allclose(no_res[0].double(), ws[2].double().mean(1)[0] @ ws[1].double().mean(1)[0] @ ws[0].double().mean(1)[0], atol=1e-6)
+    assert torch.allclose(
+        no_res[0].double(), ws[2].double().mean(1)[0] @ ws[1].double().mean(1)[0] @ ws[0].double().mean(1)[0], atol=1e-6
+    )
 
 
 def test_rollout_maps_work_through_the_fused_model(vit):

@@ -1,10 +1,11 @@
-"""The additions to vitlib.studies.attention_maps for notebook 13: one number per claim, and pre-trained weights + images."""
+"""Notebook 13's helpers: one number per claim (vitlib.studies.attention_maps), and pre-trained weights + images
+(vitlib.studies.reference)."""
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from vitlib import VisionTransformer
 from vitlib.studies.attention_maps import depth_trend, mean_attention_distance
 from vitlib.studies.reference import load_image_folder, load_reference_vit
 
@@ -20,8 +21,11 @@ def test_depth_trend_is_the_correlation_of_layer_and_distance():
 
 def _small_torchvision_vit():
     from torchvision.models.vision_transformer import VisionTransformer as TV
+
     torch.manual_seed(0)
-    return TV(image_size=32, patch_size=16, num_layers=2, num_heads=3, hidden_dim=192, mlp_dim=384, num_classes=7).eval()
+    return TV(
+        image_size=32, patch_size=16, num_layers=2, num_heads=3, hidden_dim=192, mlp_dim=384, num_classes=7
+    ).eval()
 
 
 def test_reference_weights_from_a_torchvision_state_dict(tmp_path):
@@ -38,8 +42,9 @@ def test_reference_weights_from_a_torchvision_state_dict(tmp_path):
 
 
 def test_reference_weights_from_a_timm_state_dict(tmp_path):
-    timm = pytest.importorskip("timm")
+    pytest.importorskip("timm")
     from timm.models.vision_transformer import VisionTransformer as TimmViT
+
     torch.manual_seed(0)
     src = TimmViT(img_size=32, patch_size=16, embed_dim=192, depth=2, num_heads=3, num_classes=5).eval()
     torch.save(src.state_dict(), tmp_path / "timm.pth")

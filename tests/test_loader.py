@@ -1,13 +1,13 @@
 """vitlib.data: batches are a pure function of (seed, epoch, step), an epoch can start at any step (resume), a global
 batch is sharded across processes, images are normalised and augmented reproducibly."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 from PIL import Image
 
-from vitlib.data import TensorSplit, get_dataset
-from vitlib.data import FolderLoader, TensorLoader, check_augment, random_crop_flip
+from vitlib.data import FolderLoader, TensorLoader, TensorSplit, check_augment, get_dataset, random_crop_flip
 
 MEAN, STD = (0.5,), (0.25,)
 
@@ -84,15 +84,15 @@ def crops_and_flips(image: torch.Tensor, pad: int):
         source = padded.flip(-1) if flip else padded
         for dy in range(2 * pad + 1):
             for dx in range(2 * pad + 1):
-                yield source[..., dy:dy + h, dx:dx + w]
+                yield source[..., dy : dy + h, dx : dx + w]
 
 
 def test_crop_flip_is_a_translation_and_flip_of_each_image():
     d = get_dataset("fashion-mnist-mini", subset=64)
-    plain = TensorLoader(d.train, 64, (0,), (1 / 255,))          # normalisation off: raw pixel values
+    plain = TensorLoader(d.train, 64, (0,), (1 / 255,))  # normalisation off: raw pixel values
     aug = TensorLoader(d.train, 64, (0,), (1 / 255,), augment="crop-flip", seed=3)
-    (x, y), = batches(plain)
-    (xa, ya), = batches(aug)
+    ((x, y),) = batches(plain)
+    ((xa, ya),) = batches(aug)
     assert xa.shape == x.shape and torch.equal(y, ya)
     assert not torch.equal(xa, x)
     changed = sum(not torch.equal(a, b) for a, b in zip(xa, x))
@@ -177,8 +177,25 @@ def test_folder_loader_orders_like_the_tensor_loader():
         assert x.shape == (16, 3, 8, 8) and x.dtype == torch.float32
         assert torch.allclose(x[:, 0, 4, 4], (y / 255 - 0.5) / 0.25, atol=1e-5)  # the label's grey value, normalised
     assert [y.tolist() for _, y in batches(folder, 1, start=2)] == [y.tolist() for _, y in batches(folder, 1)[2:]]
-    ranks = [batches(FolderLoader(Indexed(50), 8, 16, MEAN * 3, STD * 3, shuffle=True, seed=7, drop_last=True,
-                                  rank=r, world_size=2, num_workers=0), 1) for r in (0, 1)]
+    ranks = [
+        batches(
+            FolderLoader(
+                Indexed(50),
+                8,
+                16,
+                MEAN * 3,
+                STD * 3,
+                shuffle=True,
+                seed=7,
+                drop_last=True,
+                rank=r,
+                world_size=2,
+                num_workers=0,
+            ),
+            1,
+        )
+        for r in (0, 1)
+    ]
     for (x, y), (x0, y0), (x1, y1) in zip(batches(folder, 1), *ranks):
         assert torch.equal(torch.cat([y0, y1]), y) and torch.equal(torch.cat([x0, x1]), x)
 
@@ -195,8 +212,9 @@ def write_image_folder(root, n_train: int, n_val: int, size: int = 12):
 def test_folder_loader_on_an_image_folder(tmp_path):
     root = write_image_folder(tmp_path / "pets", n_train=5, n_val=3)
     d = get_dataset(f"imagefolder:{root}", val_fraction=0, image_size=16)
-    train = FolderLoader(d.train, 16, 4, d.mean, d.std, shuffle=True, augment="crop-flip", seed=0, drop_last=True,
-                         num_workers=0)
+    train = FolderLoader(
+        d.train, 16, 4, d.mean, d.std, shuffle=True, augment="crop-flip", seed=0, drop_last=True, num_workers=0
+    )
     test = FolderLoader(d.test, 16, 4, d.mean, d.std, num_workers=0)
     assert (len(train), len(test)) == (2, 2)
     got = batches(train, 0)
@@ -218,16 +236,26 @@ class Textured(Indexed):
 
 @pytest.mark.parametrize("augment", ["crop-flip", "randaugment"])
 def test_folder_loader_augments_by_seed_epoch_and_step(augment):
-    make = lambda seed=3, workers=0, **kw: FolderLoader(Textured(24), 8, 8, MEAN * 3, STD * 3, shuffle=True,
-                                                        augment=augment, seed=seed, drop_last=True,
-                                                        num_workers=workers, **kw)
+    make = lambda seed=3, workers=0, **kw: FolderLoader(
+        Textured(24),
+        8,
+        8,
+        MEAN * 3,
+        STD * 3,
+        shuffle=True,
+        augment=augment,
+        seed=seed,
+        drop_last=True,
+        num_workers=workers,
+        **kw,
+    )
     torch.manual_seed(0)
     a = batches(make(), 1)
     torch.manual_seed(1)  # the global RNG plays no part
     assert_same(a, batches(make(), 1))
     assert not torch.equal(a[0][0], batches(make(seed=4), 1)[0][0])
     assert_same(batches(make(), 1, start=1), a[1:])  # a resumed epoch sees the same augmented images
-    assert_same(batches(make(workers=2), 1), a)       # worker processes draw nothing of their own
+    assert_same(batches(make(workers=2), 1), a)  # worker processes draw nothing of their own
     ranks = [batches(make(rank=r, world_size=2), 1) for r in (0, 1)]
     for (x, y), (x0, y0), (x1, y1) in zip(a, *ranks):
         assert torch.equal(torch.cat([y0, y1]), y) and torch.equal(torch.cat([x0, x1]), x)

@@ -1,4 +1,6 @@
-"""The model of section 3.1 and the variants of Table 1: sizes, names, input checks, pooling, heads, attention maps, hybrid."""
+"""The model of section 3.1 and the variants of Table 1: sizes, names, input checks, pooling, heads, attention maps,
+hybrid."""
+
 import re
 
 import pytest
@@ -15,7 +17,9 @@ def on_meta(build):
         return build()
 
 
-@pytest.mark.parametrize("name, params", [("ViT-B/16", 86_567_656), ("ViT-L/16", 304_326_632), ("ViT-H/14", 632_045_800)])
+@pytest.mark.parametrize(
+    "name, params", [("ViT-B/16", 86_567_656), ("ViT-L/16", 304_326_632), ("ViT-H/14", 632_045_800)]
+)
 def test_table_1_parameter_counts(name, params):
     model = on_meta(lambda: create_model(name))  # 1000 classes at 224x224
     assert next(model.parameters()).is_meta
@@ -47,11 +51,14 @@ def test_unknown_model_names_are_an_error(name):
         create_model(name)
 
 
-@pytest.mark.parametrize("shape, expected, given", [
-    ((2, 1, 32, 32), "28x28", "32x32"),
-    ((2, 3, 28, 28), "1-channel", "3 channels"),
-    ((1, 28, 28), r"\(B, C, H, W\)", r"\(1, 28, 28\)"),
-])
+@pytest.mark.parametrize(
+    "shape, expected, given",
+    [
+        ((2, 1, 32, 32), "28x28", "32x32"),
+        ((2, 3, 28, 28), "1-channel", "3 channels"),
+        ((1, 28, 28), r"\(B, C, H, W\)", r"\(1, 28, 28\)"),
+    ],
+)
 def test_wrong_input_is_an_error_stating_expected_and_given(shape, expected, given, small_vit):
     with pytest.raises(ValueError, match=f"{expected}.*{given}"):
         small_vit()(torch.randn(shape))
@@ -149,7 +156,9 @@ def test_hybrid_errors():
         create_model("R19+ViT-Micro/4", image_size=28)
 
 
-@pytest.mark.parametrize("variant", [dict(fused=False), dict(conv_patch_embed=False), dict(fused=False, pos_embed="relative")])
+@pytest.mark.parametrize(
+    "variant", [dict(fused=False), dict(conv_patch_embed=False), dict(fused=False, pos_embed="relative")]
+)
 def test_fast_and_readable_paths_give_the_same_model(variant, small_vit, randomise):
     base = dict(pos_embed=variant.get("pos_embed", "learned"))
     fast = small_vit(**base).eval()
@@ -173,8 +182,9 @@ def test_training_mode_with_dropout_and_drop_path_is_stochastic_eval_is_not(smal
 def test_rectangular_images():
     """image_size=(H, W): a grid of (H/P) x (W/P) patches; the same as set_image_size on a square model."""
     torch.manual_seed(0)
-    model = VisionTransformer(image_size=(16, 24), patch_size=8, in_channels=1, num_classes=3, dim=32, depth=1,
-                              heads=2, mlp_dim=64)
+    model = VisionTransformer(
+        image_size=(16, 24), patch_size=8, in_channels=1, num_classes=3, dim=32, depth=1, heads=2, mlp_dim=64
+    )
     assert model.num_patches == 6 and model.image_size == (16, 24)
     assert model(torch.randn(2, 1, 16, 24)).shape == (2, 3)
     with pytest.raises(ValueError, match="built for 16x24 images"):

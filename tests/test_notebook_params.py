@@ -1,9 +1,10 @@
 """vitlib.notebook.check_parameters: papermill parameters checked against the notebook's `parameters` cell."""
+
 import pytest
 
 from vitlib.studies.notebook import ParameterError, check_parameters, declared_parameters
 
-PARAMETERS_CELL = '''\
+PARAMETERS_CELL = """\
 # parameters
 epochs: int = 3            # training epochs
 lr: float = 1e-3           # learning rate
@@ -11,13 +12,13 @@ model: str = "ViT-Micro/4"
 fused: bool = True
 sizes: list[int] = [28, 56]
 seed = 0                   # no annotation: any type
-'''
+"""
 DEFAULTS = dict(epochs=3, lr=1e-3, model="ViT-Micro/4", fused=True, sizes=[28, 56], seed=0)
 CHECK_CELL = "params = check_parameters(In, globals())"
 
 
 def run(injected: str | None = None, parameters_cell: str = PARAMETERS_CELL) -> dict:
-    """Run the cells as Jupyter would (parameters, papermill's injected cell, the check) and return the check's result."""
+    """Run the cells as Jupyter would (parameters, papermill's injected cell, the check); return the check's result."""
     history, namespace = [""], {}  # IPython's In starts with an empty entry
     for cell in (parameters_cell, injected):
         if cell is not None:
@@ -32,7 +33,9 @@ def injected(**values) -> str:
 
 
 def test_declarations_are_read_from_the_parameters_cell():
-    assert declared_parameters(PARAMETERS_CELL) == dict(epochs=int, lr=float, model=str, fused=bool, sizes=list, seed=None)
+    assert declared_parameters(PARAMETERS_CELL) == dict(
+        epochs=int, lr=float, model=str, fused=bool, sizes=list, seed=None
+    )
 
 
 def test_default_run_returns_the_parameters():
@@ -40,8 +43,12 @@ def test_default_run_returns_the_parameters():
 
 
 def test_injected_values_override_the_defaults():
-    assert run(injected(epochs=10, model="ViT-B/16", seed="any")) == {**DEFAULTS, "epochs": 10, "model": "ViT-B/16",
-                                                                      "seed": "any"}
+    assert run(injected(epochs=10, model="ViT-B/16", seed="any")) == {
+        **DEFAULTS,
+        "epochs": 10,
+        "model": "ViT-B/16",
+        "seed": "any",
+    }
 
 
 @pytest.mark.parametrize("name, hint", [("epoch", "Did you mean 'epochs'?"), ("learning_rate", None)])
@@ -54,10 +61,11 @@ def test_unknown_parameter(name, hint):
     assert isinstance(err.value, ValueError)
 
 
-@pytest.mark.parametrize("values", [dict(epochs="3"), dict(epochs=2.5), dict(lr="fast"), dict(model=3),
-                                    dict(fused="yes"), dict(sizes=5)])
+@pytest.mark.parametrize(
+    "values", [dict(epochs="3"), dict(epochs=2.5), dict(lr="fast"), dict(model=3), dict(fused="yes"), dict(sizes=5)]
+)
 def test_wrong_type(values):
-    (name, value), = values.items()
+    ((name, value),) = values.items()
     with pytest.raises(ParameterError, match=rf"parameter '{name}' must be of type \w+, got {value!r}"):
         run(injected(**values))
 
@@ -76,13 +84,16 @@ def test_tuple_is_accepted_for_list():
     assert run(injected(sizes=(32, 64)))["sizes"] == (32, 64)
 
 
-@pytest.mark.parametrize("history", [
-    [CHECK_CELL],                                       # the check is the first cell
-    ["import vitlib", CHECK_CELL],                      # the cell before declares nothing
-    ["x = (", CHECK_CELL],                              # ... or is not Python
-    ["# Parameters\nepochs = 5\n", CHECK_CELL],         # papermill puts its cell first when there is no parameters cell
-    [PARAMETERS_CELL, "print(epochs)", CHECK_CELL],     # the check must follow the parameters cell directly
-])
+@pytest.mark.parametrize(
+    "history",
+    [
+        [CHECK_CELL],  # the check is the first cell
+        ["import vitlib", CHECK_CELL],  # the cell before declares nothing
+        ["x = (", CHECK_CELL],  # ... or is not Python
+        ["# Parameters\nepochs = 5\n", CHECK_CELL],  # papermill puts its cell first when there is no parameters cell
+        [PARAMETERS_CELL, "print(epochs)", CHECK_CELL],  # the check must follow the parameters cell directly
+    ],
+)
 def test_missing_parameters_cell(history):
     with pytest.raises(ParameterError, match="parameters cell"):
         check_parameters(history, dict(DEFAULTS))

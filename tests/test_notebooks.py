@@ -1,4 +1,5 @@
 """Every notebook follows the course's conventions (the contents themselves are checked by nbval)."""
+
 import ast
 import json
 import re
@@ -45,8 +46,9 @@ def test_one_typed_documented_parameters_cell_then_the_check(path):
     assert declared, f"{path.name}: the parameters cell declares nothing"
     for line in cell.splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
-            assert re.match(r"^\w+: [\w\[\], |]+ = .+  # \S", line), \
+            assert re.match(r"^\w+: [\w\[\], |]+ = .+  # \S", line), (
                 f"{path.name}: parameter line not of the form 'name: type = value  # help': {line!r}"
+            )
     for name, kind in declared.items():
         assert kind is not None, f"{path.name}: parameter {name} has no (known) type annotation"
     after = src(cells[tagged[0] + 1])
@@ -61,7 +63,9 @@ def test_committed_with_the_outputs_of_a_clean_run(path):
     assert None not in counts, f"{path.name}: some code cells were not run; commit the notebook with its outputs"
     for c in cells:
         for out in c.get("outputs", []):
-            assert out.get("output_type") != "error", f"{path.name}: a committed cell ended in an error:\n{src(c)[:200]}"
+            assert out.get("output_type") != "error", (
+                f"{path.name}: a committed cell ended in an error:\n{src(c)[:200]}"
+            )
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
@@ -74,7 +78,9 @@ def test_exercises_follow_the_solution_convention(path):
         body = src(cells[i])
         assert body.startswith("# SOLUTION"), f"{path.name}: a solution cell must start with '# SOLUTION'"
         assert "exercise" in tags(cells[i - 1]), f"{path.name}: the cell before a solution must be tagged 'exercise'"
-        assert "exercise-check" in tags(cells[i + 1]), f"{path.name}: the cell after a solution must be tagged 'exercise-check'"
+        assert "exercise-check" in tags(cells[i + 1]), (
+            f"{path.name}: the cell after a solution must be tagged 'exercise-check'"
+        )
         assert cells[i]["metadata"].get("jupyter", {}).get("source_hidden"), f"{path.name}: solutions are collapsed"
     for c in cells:
         if "exercise" in tags(c) or "exercise-check" in tags(c):
@@ -87,9 +93,13 @@ def test_exercises_follow_the_solution_convention(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_notebook_checks_outputs_and_cites_the_paper(path):
     nb = load(path)
-    assert any(src(c).startswith("# NBVAL_CHECK_OUTPUT") for c in code_cells(nb)), f"{path.name}: nothing checked by nbval"
+    assert any(src(c).startswith("# NBVAL_CHECK_OUTPUT") for c in code_cells(nb)), (
+        f"{path.name}: nothing checked by nbval"
+    )
     markdown = " ".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert re.search(r"§\s?\d|eq\. \(\d\)|Table \d|Fig(ure|\.) \d|[Aa]ppendix", markdown), f"{path.name}: cite the paper"
+    assert re.search(r"§\s?\d|eq\. \(\d\)|Table \d|Fig(ure|\.) \d|[Aa]ppendix", markdown), (
+        f"{path.name}: cite the paper"
+    )
 
 
 def test_a_misspelt_parameter_stops_the_run(tmp_path):
@@ -97,8 +107,25 @@ def test_a_misspelt_parameter_stops_the_run(tmp_path):
     nb = NOTEBOOKS[0]
     declared = declared_parameters(src([c for c in code_cells(load(nb)) if "parameters" in tags(c)][0]))
     name = next(iter(declared))
-    run = subprocess.run([sys.executable, "-m", "papermill", str(nb), str(tmp_path / "out.ipynb"), "--cwd", str(nb.parent),
-                          "-p", name + "x", "1", "-k", "python3"], capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(nb),
+            str(tmp_path / "out.ipynb"),
+            "--cwd",
+            str(nb.parent),
+            "-p",
+            name + "x",
+            "1",
+            "-k",
+            "python3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode != 0
     assert f"unknown parameter '{name}x'" in run.stderr + run.stdout
 

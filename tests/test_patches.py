@@ -1,4 +1,5 @@
 """Section 3.1: x in R^{H x W x C} -> x_p in R^{N x (P^2 C)}, N = HW/P^2, and the patch embedding E."""
+
 import pytest
 import torch
 from torch import nn
@@ -29,9 +30,9 @@ def test_patch_order_is_row_major_and_each_patch_is_flattened_p1_p2_c():
         return block.permute(0, 2, 3, 1).reshape(block.shape[0], -1)
 
     assert torch.equal(patches[:, 0], flat(x[:, :, :p, :p]))
-    assert torch.equal(patches[:, 1], flat(x[:, :, :p, p:2 * p]))          # next patch: same row, next column
-    assert torch.equal(patches[:, 3], flat(x[:, :, p:2 * p, :p]))          # grid width 3: patch 3 starts row 2
-    assert torch.equal(patches[:, 0, :3], x[:, :, 0, 0])                  # channels vary fastest
+    assert torch.equal(patches[:, 1], flat(x[:, :, :p, p : 2 * p]))  # next patch: same row, next column
+    assert torch.equal(patches[:, 3], flat(x[:, :, p : 2 * p, :p]))  # grid width 3: patch 3 starts row 2
+    assert torch.equal(patches[:, 0, :3], x[:, :, 0, 0])  # channels vary fastest
     assert torch.equal(patches[:, 0, 3:6], x[:, :, 0, 1])
 
 

@@ -1,4 +1,5 @@
 """Figures: what each plotting helper draws can be checked from the returned Axes."""
+
 import csv
 
 import matplotlib
@@ -8,11 +9,20 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from vitlib.studies.plotting import (PATCH_GRID_GID, confusion_matrix, plot_confusion_matrix, plot_history,  # noqa: E402
-                             show_images, show_patch_grid, show_patch_sequence)
+from vitlib.studies.plotting import (
+    PATCH_GRID_GID,
+    confusion_matrix,
+    plot_confusion_matrix,
+    plot_history,  # noqa: E402
+    show_images,
+    show_patch_grid,
+    show_patch_sequence,
+)
 
-HISTORY = [{"epoch": e, "train_loss": 2.0 / e, "train_acc": 0.5 + 0.1 * e, "test_loss": 2.2 / e, "test_acc": 0.45 + 0.1 * e}
-           for e in (1, 2, 3)]
+HISTORY = [
+    {"epoch": e, "train_loss": 2.0 / e, "train_acc": 0.5 + 0.1 * e, "test_loss": 2.2 / e, "test_acc": 0.45 + 0.1 * e}
+    for e in (1, 2, 3)
+]
 
 
 def teardown_function():

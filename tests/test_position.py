@@ -1,4 +1,6 @@
-"""The [class] token, the position embeddings E_pos of eq. (1) and appendix D.4, and their 2D resampling (section 3.2)."""
+"""The [class] token, the position embeddings E_pos of eq. (1) and appendix D.4, and their 2D resampling
+(section 3.2)."""
+
 import pytest
 import torch
 
@@ -25,9 +27,13 @@ def test_every_kind_trains_in_a_small_model(kind, small_vit):
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
     pos_params = [n for n, _ in model.named_parameters() if n.startswith("pos_embed.") or "rel_pos" in n]
-    expected = {"learned": ["pos_embed.weight"], "none": [], "sincos2d": [],
-                "learned2d": ["pos_embed.rows", "pos_embed.cols", "pos_embed.prefix"],
-                "relative": [f"blocks.{i}.attn.rel_pos.table" for i in range(2)]}[kind]
+    expected = {
+        "learned": ["pos_embed.weight"],
+        "none": [],
+        "sincos2d": [],
+        "learned2d": ["pos_embed.rows", "pos_embed.cols", "pos_embed.prefix"],
+        "relative": [f"blocks.{i}.attn.rel_pos.table" for i in range(2)],
+    }[kind]
     assert sorted(pos_params) == sorted(expected)
 
 
@@ -52,9 +58,9 @@ def test_learned2d_concatenates_a_row_and_a_column_embedding():
     emb = pe.embeddings()
     assert emb.shape == (1, 1 + gh * gw, dim)
     grid = emb[0, 1:].reshape(gh, gw, dim)
-    y_half, x_half = grid[..., :dim // 2], grid[..., dim // 2:]
-    assert torch.equal(y_half, y_half[:, :1].expand(gh, gw, -1))      # same row -> same first D/2 features
-    assert torch.equal(x_half, x_half[:1].expand(gh, gw, -1))         # same column -> same last D/2 features
+    y_half, x_half = grid[..., : dim // 2], grid[..., dim // 2 :]
+    assert torch.equal(y_half, y_half[:, :1].expand(gh, gw, -1))  # same row -> same first D/2 features
+    assert torch.equal(x_half, x_half[:1].expand(gh, gw, -1))  # same column -> same last D/2 features
     assert not torch.equal(y_half[0], y_half[1]) and not torch.equal(x_half[:, 0], x_half[:, 1])
     assert torch.equal(emb[0, 0], pe.prefix[0, 0])
     with pytest.raises(ValueError, match="even"):
@@ -67,14 +73,14 @@ def test_sincos2d_is_fixed_and_two_dimensional():
     assert list(pe.parameters()) == [] and pe.state_dict() == {}
     emb = pe.embeddings()
     assert emb.shape == (1, 1 + gh * gw, dim)
-    assert torch.equal(emb[0, 0], torch.zeros(dim))                   # nothing added to the [class] token
+    assert torch.equal(emb[0, 0], torch.zeros(dim))  # nothing added to the [class] token
     assert torch.equal(emb[0, 1:], sincos_2d((gh, gw), dim))
     assert torch.equal(PositionEmbedding("sincos2d", (gh, gw), dim).embeddings(), emb)  # not random
     q = dim // 4
     torch.testing.assert_close(emb[0, 1], torch.tensor([0.0] * q + [1.0] * q + [0.0] * q + [1.0] * q))  # (0, 0)
     grid = emb[0, 1:].reshape(gh, gw, dim)
-    assert torch.equal(grid[..., :dim // 2], grid[:, :1, :dim // 2].expand(gh, gw, -1))  # sin/cos(y): per row
-    assert torch.equal(grid[..., dim // 2:], grid[:1, :, dim // 2:].expand(gh, gw, -1))  # sin/cos(x): per column
+    assert torch.equal(grid[..., : dim // 2], grid[:, :1, : dim // 2].expand(gh, gw, -1))  # sin/cos(y): per row
+    assert torch.equal(grid[..., dim // 2 :], grid[:1, :, dim // 2 :].expand(gh, gw, -1))  # sin/cos(x): per column
     torch.testing.assert_close(grid[2, 1, :q], torch.sin(2 * 10000.0 ** (-torch.arange(q) / q)))
     with pytest.raises(ValueError, match="divisible by 4"):
         sincos_2d((2, 2), 6)
@@ -131,10 +137,36 @@ def test_set_image_size_fine_tunes_at_another_resolution(kind, size, grid, small
     after = model.pos_embed.embeddings()
     if before is not None:
         assert after.shape == (1, 1 + grid[0] * grid[1], 32)
-        assert torch.equal(after[:, 0], before[:, 0])                # the [class] token's position is kept
+        assert torch.equal(after[:, 0], before[:, 0])  # the [class] token's position is kept
     logits = model(torch.randn(2, 1, h, w))
     assert logits.shape == (2, 5) and torch.isfinite(logits).all()
     with pytest.raises(ValueError, match=rf"{h}x{w}.*28x28"):
         model(torch.randn(2, 1, 28, 28))
     with pytest.raises(ValueError, match="does not divide"):
         model.set_image_size(30)
+
+
+# ----------------------------------------------------------------------------- against timm's own functions
+@pytest.mark.parametrize("old, new", [((7, 7), (14, 14)), ((4, 6), (8, 9)), ((7, 7), (10, 10)), ((2, 3), (5, 5))])
+@pytest.mark.parametrize("prefix", [0, 1])
+def test_resampling_equals_timms(old, new, prefix):
+    """resample_pos_embed against timm.layers.resample_abs_pos_embed: bicubic, the prefix rows kept apart (growing
+    grids: timm's antialiasing only acts when shrinking)."""
+    from timm.layers import resample_abs_pos_embed
+
+    pos = torch.randn(1, prefix + old[0] * old[1], 12)
+    theirs = resample_abs_pos_embed(pos, list(new), list(old), num_prefix_tokens=prefix, antialias=False)
+    assert torch.allclose(resample_pos_embed(pos, new, old, prefix), theirs, atol=1e-6)
+
+
+def test_sincos_2d_equals_timms_with_the_channels_in_another_order():
+    """sincos_2d against timm's build_sincos2d_pos_embed: the same frequencies and coordinates; vitlib orders the
+    channels [sin y | cos y | sin x | cos x], timm [sin y | sin x | cos y | cos x] (D/4 each)."""
+    from timm.layers.pos_embed_sincos import build_sincos2d_pos_embed
+
+    grid, dim = (3, 5), 24
+    q = dim // 4
+    theirs = build_sincos2d_pos_embed(list(grid), dim)
+    reordered = torch.cat([theirs[:, :q], theirs[:, 2 * q : 3 * q], theirs[:, q : 2 * q], theirs[:, 3 * q :]], dim=1)
+    assert torch.allclose(sincos_2d(grid, dim), reordered, atol=1e-6)
+

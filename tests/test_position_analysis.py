@@ -1,4 +1,5 @@
 """vitlib.analysis.position_structure / similarity_by_distance: Fig. 7 (center) as numbers."""
+
 import math
 
 import pytest
@@ -22,24 +23,36 @@ def test_the_numbers_match_a_direct_computation():
     s = position_structure(emb, (gh, gw))
     sim = position_similarity(emb, (gh, gw)).reshape(gh * gw, gh * gw).double()
     cells = [(i // gw, i % gw) for i in range(gh * gw)]
-    adjacent = [sim[i, j] for i in range(12) for j in range(12)
-                if abs(cells[i][0] - cells[j][0]) + abs(cells[i][1] - cells[j][1]) == 1]
-    far = [sim[i, j] for i in range(12) for j in range(12)
-           if max(abs(cells[i][0] - cells[j][0]), abs(cells[i][1] - cells[j][1])) >= 2]
+    adjacent = [
+        sim[i, j]
+        for i in range(12)
+        for j in range(12)
+        if abs(cells[i][0] - cells[j][0]) + abs(cells[i][1] - cells[j][1]) == 1
+    ]
+    far = [
+        sim[i, j]
+        for i in range(12)
+        for j in range(12)
+        if max(abs(cells[i][0] - cells[j][0]), abs(cells[i][1] - cells[j][1])) >= 2
+    ]
     assert s["grid"] == (gh, gw)
     assert math.isclose(s["neighbour"], float(torch.stack(adjacent).mean()), abs_tol=1e-9)
     assert math.isclose(s["far"], float(torch.stack(far).mean()), abs_tol=1e-9)
     assert math.isclose(s["gap"], s["neighbour"] - s["far"], abs_tol=1e-12)
     assert s["self_is_max"] == 1.0
-    touching = [sum(1 for j in range(12) if j != i and max(abs(cells[i][0] - cells[j][0]), abs(cells[i][1] - cells[j][1])) <= 1)
-                for i in range(12)]
+    touching = [
+        sum(1 for j in range(12) if j != i and max(abs(cells[i][0] - cells[j][0]), abs(cells[i][1] - cells[j][1])) <= 1)
+        for i in range(12)
+    ]
     assert math.isclose(s["chance_nearest"], sum(t / 11 for t in touching) / 12)
 
 
 def test_smooth_embeddings_show_the_structure_and_random_ones_do_not():
     smooth = position_structure(smooth_grid(5, 5), (5, 5))
     assert smooth["gap"] > 0.1 and smooth["distance_corr"] < -0.5 and smooth["nearest_is_neighbour"] == 1.0
-    gaps = [position_structure(torch.randn(25, 256, generator=torch.Generator().manual_seed(s)))["gap"] for s in range(5)]
+    gaps = [
+        position_structure(torch.randn(25, 256, generator=torch.Generator().manual_seed(s)))["gap"] for s in range(5)
+    ]
     assert abs(sum(gaps) / len(gaps)) < 0.05  # random vectors: no near/far difference
 
 

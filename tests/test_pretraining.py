@@ -1,6 +1,7 @@
 """Pre-training on one pipeline: the named recipes (vitlib.train.presets) and the command line that takes them, the
 self-supervised objectives run by vitlib.train (resumable like supervised runs), and transfer from a run folder
 (vitlib.finetune.load_pretrained)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,17 +16,27 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from vitlib.data import TensorLoader, get_dataset
+from vitlib.model import parse_name
 from vitlib.model.cnn import is_cnn_name
 from vitlib.studies.finetune import prepare_for_finetuning
-from vitlib.data import TensorLoader
-from vitlib.data import get_dataset
-from vitlib.model import parse_name
-from vitlib.train.presets import PRESETS, get_preset, table
 from vitlib.train import TrainConfig, check_config, load_pretrained, main, parse_config, train
+from vitlib.train.presets import PRESETS, get_preset, table
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=2, lr=3e-3,
-                   warmup_epochs=0.5, val_fraction=0.1, log_every=4, progress=False, eval_test=False)
+BASE = TrainConfig(
+    model="ViT-Micro/7",
+    dataset="fashion-mnist-mini",
+    subset=512,
+    batch_size=64,
+    epochs=2,
+    lr=3e-3,
+    warmup_epochs=0.5,
+    val_fraction=0.1,
+    log_every=4,
+    progress=False,
+    eval_test=False,
+)
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -40,13 +51,34 @@ def test_every_preset_is_a_valid_config(name):
 
 
 def test_the_paper_preset_is_table_3():
-    """Table 3, ImageNet row, and appendix B.1: Adam(0.9, 0.999), batch 4096, 10k warm-up steps, linear decay, clip 1."""
+    """Table 3, ImageNet row, and appendix B.1: Adam(0.9, 0.999), batch 4096, 10k warm-up steps, linear decay,
+    clip 1."""
     cfg = TrainConfig.from_preset("paper-imagenet")
-    assert (cfg.model, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.dropout) == ("ViT-B/16", 300, 4096, 3e-3, 0.3, 0.1)
-    assert (cfg.beta1, cfg.beta2, cfg.schedule, cfg.grad_clip, cfg.head, cfg.image_size) == (0.9, 0.999, "linear", 1.0, "mlp", 224)
+    assert (cfg.model, cfg.epochs, cfg.batch_size, cfg.lr, cfg.weight_decay, cfg.dropout) == (
+        "ViT-B/16",
+        300,
+        4096,
+        3e-3,
+        0.3,
+        0.1,
+    )
+    assert (cfg.beta1, cfg.beta2, cfg.schedule, cfg.grad_clip, cfg.head, cfg.image_size) == (
+        0.9,
+        0.999,
+        "linear",
+        1.0,
+        "mlp",
+        224,
+    )
     assert abs(cfg.warmup_epochs * 1_281_167 / 4096 - 10_000) < 100
     deit = TrainConfig.from_preset("deit")
-    assert (deit.augment, deit.mixup, deit.cutmix, deit.label_smoothing, deit.drop_path) == ("randaugment", 0.8, 1.0, 0.1, 0.1)
+    assert (deit.augment, deit.mixup, deit.cutmix, deit.label_smoothing, deit.drop_path) == (
+        "randaugment",
+        0.8,
+        1.0,
+        0.1,
+        0.1,
+    )
 
 
 def test_unmeasured_presets_say_so():
@@ -107,8 +139,14 @@ def test_self_supervised_runs_resume_bit_for_bit(tmp_path):
     assert whole.history[-1]["val_loss"] == pytest.approx(json.loads(json.dumps(whole.history))[-1]["val_loss"])
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("mixup", 0.8, "mixup=0"), ("label_smoothing", 0.1, "label_smoothing=0"), ("objective", "simclr", "unknown objective")])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("mixup", 0.8, "mixup=0"),
+        ("label_smoothing", 0.1, "label_smoothing=0"),
+        ("objective", "simclr", "unknown objective"),
+    ],
+)
 def test_self_supervised_options_that_make_no_sense_are_refused(option, value, message):
     with pytest.raises(ValueError, match=message):
         train(dataclasses.replace(BASE, **{"objective": "mae", option: value}))
@@ -128,7 +166,9 @@ def test_a_run_folder_loads_back_for_fine_tuning(objective, head, tmp_path):
     trained = r.model.vit if objective != "classify" else r.model
     x = torch.randn(3, 1, 28, 28)
     assert torch.equal(model.eval().forward_features(x), trained.eval().forward_features(x))
-    assert (count := sum(p.numel() for p in model.head.parameters())) == (64 * 64 + 64 + 64 * 10 + 10 if head == "mlp" else 0), count
+    assert (count := sum(p.numel() for p in model.head.parameters())) == (
+        64 * 64 + 64 + 64 * 10 + 10 if head == "mlp" else 0
+    ), count
     ft = prepare_for_finetuning(model, num_classes=5, image_size=56)  # higher resolution, zero-initialised head
     assert ft.pos_embed.weight.shape[1] == 1 + 8 * 8
     assert torch.equal(ft(torch.randn(2, 1, 56, 56)), torch.zeros(2, 5))
@@ -161,9 +201,25 @@ def test_grouped_randaugment_augments_in_groups_reproducibly():
 # ------------------------------------------------------------------------------------------------ the benchmark
 def test_time_to_accuracy_script_writes_its_curve(tmp_path):
     out = tmp_path / "tta.json"
-    run = subprocess.run([sys.executable, "benchmarks/time_to_accuracy.py", "--dataset", "fashion-mnist-mini",
-                          "--epochs", "1", "--model", "ViT-Micro/7", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/time_to_accuracy.py",
+            "--dataset",
+            "fashion-mnist-mini",
+            "--epochs",
+            "1",
+            "--model",
+            "ViT-Micro/7",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["preset"] == "tta-cpu" and result["goal"] == {"minutes": 5.0, "test_acc": 0.88}
@@ -184,6 +240,7 @@ def test_eval_every_sets_how_often_the_run_is_evaluated():
 def test_a_parsed_command_line_still_makes_a_train_config():
     """--preset and --list-presets stay out of the namespace unless given: TrainConfig(**vars(args)) keeps working."""
     from vitlib.train import make_parser
+
     args = vars(make_parser().parse_args(["--epochs", "2", "--objective", "mae"]))
     assert "preset" not in args and "list_presets" not in args
     assert TrainConfig(**args) == TrainConfig(epochs=2, objective="mae")

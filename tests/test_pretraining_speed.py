@@ -1,4 +1,6 @@
-"""benchmarks/pretraining_speed.py at the tiniest CPU size: the JSON it writes, and a clear error for an unknown size."""
+"""benchmarks/pretraining_speed.py at the tiniest CPU size: the JSON it writes, and a clear error for an unknown
+size."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +16,28 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "pretraining_speed.py"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-TINY = ["--device", "cpu", "--image-size", "32", "--depth", "1", "--batch-size", "4", "--steps", "1", "--rounds", "2",
-        "--warmup", "1"]
+TINY = [
+    "--device",
+    "cpu",
+    "--image-size",
+    "32",
+    "--depth",
+    "1",
+    "--batch-size",
+    "4",
+    "--steps",
+    "1",
+    "--rounds",
+    "2",
+    "--warmup",
+    "1",
+]
 
 
 def run(*options: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *options], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *options], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")

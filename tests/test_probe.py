@@ -22,7 +22,9 @@ def test_linear_probe_on_noise_is_near_chance():
 
 def test_extract_features_of_a_frozen_vit(one_thread):
     data = get_dataset("fashion-mnist-mini", subset=64, seed=0)
-    model = VisionTransformer(image_size=28, patch_size=7, in_channels=1, num_classes=10, dim=32, depth=1, heads=2, mlp_dim=64)
+    model = VisionTransformer(
+        image_size=28, patch_size=7, in_channels=1, num_classes=10, dim=32, depth=1, heads=2, mlp_dim=64
+    )
     model.train()
     x, y = extract_features(model, data.train, data, batch_size=50)
     assert x.shape == (len(data.train), 32) and torch.equal(y, data.train.labels)

@@ -3,21 +3,24 @@ import torch
 
 from vitlib import VisionTransformer
 from vitlib.data import get_dataset
-from vitlib.objectives import MAE, random_masking
-from vitlib.objectives import MaskedPatchPrediction, corruption_plan, mean_colour_targets
+from vitlib.objectives import MAE, MaskedPatchPrediction, corruption_plan, mean_colour_targets, random_masking
 from vitlib.studies.pretrain import pretrain
 
 
 def vit(**kw):
     torch.manual_seed(0)
-    return VisionTransformer(**{**dict(image_size=8, patch_size=4, in_channels=3, num_classes=10, dim=32, depth=2,
-                                       heads=2, mlp_dim=64), **kw})
+    return VisionTransformer(
+        **{
+            **dict(image_size=8, patch_size=4, in_channels=3, num_classes=10, dim=32, depth=2, heads=2, mlp_dim=64),
+            **kw,
+        }
+    )
 
 
 def test_mean_colour_targets_quantise_each_channel_to_3_bits():
     img = torch.zeros(1, 3, 8, 8)
-    img[:, 0, :4, :4] = 1.0          # patch 0: red at full
-    img[:, 2, :4, 4:] = 0.3          # patch 1: blue at 0.3 -> level 2
+    img[:, 0, :4, :4] = 1.0  # patch 0: red at full
+    img[:, 2, :4, 4:] = 0.3  # patch 1: blue at 0.3 -> level 2
     t = mean_colour_targets(img, 4)
     assert t.tolist() == [[7 * 64, 2, 0, 0]]
     gray = mean_colour_targets(torch.full((1, 1, 8, 8), 0.99), 4)
@@ -26,7 +29,7 @@ def test_mean_colour_targets_quantise_each_channel_to_3_bits():
 
 def test_corruption_plan_shares():
     corrupted, kind = corruption_plan(400, 50, generator=torch.Generator().manual_seed(0))
-    assert torch.all(corrupted.sum(1) == 25)                       # exactly 50% of the patches per image
+    assert torch.all(corrupted.sum(1) == 25)  # exactly 50% of the patches per image
     assert torch.all((kind > 0) == corrupted)
     shares = torch.bincount(kind[corrupted].long(), minlength=4)[1:].double() / corrupted.sum()
     assert shares.tolist() == pytest.approx([0.8, 0.1, 0.1], abs=0.01)
@@ -66,7 +69,7 @@ def test_mae_encoder_sees_only_visible_patches():
     hidden = next(i for i in range(16) if i not in keep[0].tolist())
     r, c = divmod(hidden, 4)
     changed = images.clone()
-    changed[0, :, 4 * r:4 * r + 4, 4 * c:4 * c + 4] += 5
+    changed[0, :, 4 * r : 4 * r + 4, 4 * c : 4 * c + 4] += 5
     assert torch.allclose(mae.encode(changed, keep)[0], latent[0], atol=1e-6)
 
 
@@ -88,7 +91,13 @@ def test_mae_loss_reconstruction_and_errors():
 @pytest.mark.parametrize("kind", ["masked", "mae"])
 def test_pretraining_lowers_the_loss(kind, one_thread):
     data = get_dataset("fashion-mnist-mini", subset=512, seed=0)
-    model = VisionTransformer(image_size=28, patch_size=7, in_channels=1, num_classes=10, dim=32, depth=2, heads=2, mlp_dim=64)
-    obj = MaskedPatchPrediction(model, mean=data.mean, std=data.std) if kind == "masked" else MAE(model, decoder_dim=32, decoder_depth=1)
+    model = VisionTransformer(
+        image_size=28, patch_size=7, in_channels=1, num_classes=10, dim=32, depth=2, heads=2, mlp_dim=64
+    )
+    obj = (
+        MaskedPatchPrediction(model, mean=data.mean, std=data.std)
+        if kind == "masked"
+        else MAE(model, decoder_dim=32, decoder_depth=1)
+    )
     history = pretrain(obj, data, epochs=4, batch_size=64, lr=2e-3, warmup_epochs=0.5)
     assert len(history) == 4 and history[-1]["loss"] < 0.9 * history[0]["loss"]

@@ -1,11 +1,11 @@
-"""vitlib.studies.cost: sequence length against patch size, parameter counts without weights, equal-parameter depth/width
-pairs, and the training-throughput measure."""
+"""vitlib.studies.cost: sequence length against patch size, parameter counts without weights, equal-parameter
+depth/width pairs; vitlib.studies.timing: the training-throughput measure."""
+
 import pytest
 import torch
 
 from vitlib import VisionTransformer, count_parameters, create_model
-from vitlib.studies.cost import vit_flops
-from vitlib.studies.cost import depth_width_pair, parameter_count, sequence_length, width_for_parameters
+from vitlib.studies.cost import depth_width_pair, parameter_count, sequence_length, vit_flops, width_for_parameters
 from vitlib.studies.timing import logged_throughput, train_throughput
 
 BASE = dict(image_size=28, patch_size=7, in_channels=1, num_classes=10)
@@ -13,7 +13,7 @@ BASE = dict(image_size=28, patch_size=7, in_channels=1, num_classes=10)
 
 @pytest.mark.parametrize("patch_size,n", [(4, 49), (7, 16), (14, 4), (28, 1)])
 def test_sequence_length_is_hw_over_p_squared(patch_size, n):
-    assert sequence_length(28, patch_size) == n == 28 * 28 // patch_size ** 2
+    assert sequence_length(28, patch_size) == n == 28 * 28 // patch_size**2
     assert sequence_length(28, patch_size, class_token=True) == n + 1
     assert sequence_length((224, 224), 16) == 196 and sequence_length(224, 32) == 49  # ViT-B/16 and B/32
 
@@ -23,8 +23,17 @@ def test_sequence_length_rejects_a_patch_that_does_not_divide():
         sequence_length(28, 5)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"pos_embed": "sincos2d"}, {"pos_embed": "relative"}, {"pool": "gap"},
-                                       {"patch_size": 4, "dim": 32, "depth": 3, "mlp_dim": 80}, {"head_hidden": 16}])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"pos_embed": "sincos2d"},
+        {"pos_embed": "relative"},
+        {"pool": "gap"},
+        {"patch_size": 4, "dim": 32, "depth": 3, "mlp_dim": 80},
+        {"head_hidden": 16},
+    ],
+)
 def test_parameter_count_equals_the_built_model(overrides):
     config = {**BASE, "dim": 64, "depth": 4, "heads": 4, "mlp_dim": 128, **overrides}
     assert parameter_count(**config) == count_parameters(VisionTransformer(**config))
@@ -33,8 +42,9 @@ def test_parameter_count_equals_the_built_model(overrides):
 def test_parameter_count_of_table_1_without_allocating():
     # ViT-B/16 at 224, 1000 classes: 86,567,656 (notebook 05); built on the meta device, so instantly
     assert parameter_count(dim=768, depth=12, heads=12, mlp_dim=3072, patch_size=16) == 86_567_656
-    assert parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2) == \
-        count_parameters(create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
+    assert parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2) == count_parameters(
+        create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1)
+    )
     with pytest.raises(ValueError, match="not both"):
         parameter_count(**BASE, dim=64, depth=4, heads=4, mlp_ratio=2, mlp_dim=128)
 
@@ -44,7 +54,9 @@ def test_width_for_parameters_is_the_closest_multiple_of_heads():
     assert width_for_parameters(target, depth=4, heads=4, mlp_ratio=2, **BASE) == 64
     dim = width_for_parameters(target, depth=2, heads=4, mlp_ratio=2, **BASE)
     assert dim % 4 == 0
-    gaps = {d: abs(parameter_count(**BASE, dim=d, depth=2, heads=4, mlp_ratio=2) - target) for d in (dim - 4, dim, dim + 4)}
+    gaps = {
+        d: abs(parameter_count(**BASE, dim=d, depth=2, heads=4, mlp_ratio=2) - target) for d in (dim - 4, dim, dim + 4)
+    }
     assert gaps[dim] == min(gaps.values())
     with pytest.raises(ValueError, match="raise max_dim"):
         width_for_parameters(10 * target, depth=1, heads=4, max_dim=64, **BASE)

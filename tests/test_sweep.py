@@ -15,9 +15,13 @@ from vitlib.train import TrainConfig
 def fake(exp, group, accs):
     """Rows as a sweep would write them, without training: {lr: [val_acc per seed]} (test_acc = val_acc - 0.01)."""
     for lr, vals in accs.items():
-        it = iter(vals)
-        exp.run(condition(group, lr), lambda s: (lambda v: {"val_acc": v, "test_acc": v - 0.01})(next(it)),
-                seeds=range(len(vals)), group=group, lr=lr)
+        exp.run(
+            condition(group, lr),
+            lambda s, vals=vals: {"val_acc": vals[s], "test_acc": vals[s] - 0.01},
+            seeds=range(len(vals)),
+            group=group,
+            lr=lr,
+        )
 
 
 def test_condition_names():
@@ -66,6 +70,7 @@ def test_sweep_trains_every_lr_and_seed_and_rejects_bad_input():
 
 def test_binomial_tolerance_is_one_binomial_standard_error():
     from vitlib.studies.sweep import binomial_tolerance
+
     assert binomial_tolerance(0.5, 2500) == pytest.approx(0.01)
     assert binomial_tolerance(0.8, 10_000) == pytest.approx(0.004)
     with pytest.raises(ValueError, match="accuracy"):

@@ -1,6 +1,7 @@
 """vitlib.train: the training engine keeps its promises. Runs are reproducible from the seed, they learn, they write
 their outputs, they refuse to overwrite, a run killed mid-way and resumed ends with the same weights bit for bit, and
 the guards (non-finite loss, time budget, bad options) stop it cleanly with a message that says what happened."""
+
 from __future__ import annotations
 
 import csv
@@ -19,14 +20,25 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from vitlib.train.checkpoint import CheckpointError, read_checkpoint
 from vitlib.model.cnn import SmallResNet, create_cnn
 from vitlib.train import HELP, NonFiniteLossError, TrainConfig, main, parse_config, train
+from vitlib.train.checkpoint import CheckpointError, read_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 # ViT-Micro with 7x7 patches (16 tokens): 8 steps of 64 images per epoch, a few seconds a run on 2 CPU cores
-BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=2, lr=3e-3,
-                   warmup_epochs=0.5, val_fraction=0.1, log_every=4, progress=False, eval_test=False)
+BASE = TrainConfig(
+    model="ViT-Micro/7",
+    dataset="fashion-mnist-mini",
+    subset=512,
+    batch_size=64,
+    epochs=2,
+    lr=3e-3,
+    warmup_epochs=0.5,
+    val_fraction=0.1,
+    log_every=4,
+    progress=False,
+    eval_test=False,
+)
 CLOCKS = ("time_s", "images_per_s")  # the only columns that may differ between two runs
 
 
@@ -105,8 +117,9 @@ def test_the_output_folder(first):
 def test_an_existing_run_is_never_overwritten(first):
     cfg, _ = first
     out = Path(cfg.out)
-    before = {name: sha(out / name) for name in ("checkpoint.safetensors", "metrics.csv", "model.safetensors",
-                                                 "config.json")}
+    before = {
+        name: sha(out / name) for name in ("checkpoint.safetensors", "metrics.csv", "model.safetensors", "config.json")
+    }
     with pytest.raises(FileExistsError, match="resume"):
         train(cfg)
     with pytest.raises(CheckpointError, match="another model"):  # resuming with another architecture
@@ -134,9 +147,30 @@ def test_resume_without_a_checkpoint_is_an_error(tmp_path):
 
 # ------------------------------------------------------------------------------------- killed and resumed (CLI)
 def cli(out: Path, *options: str) -> list[str]:
-    return [sys.executable, "-m", "vitlib.train", "--model", "ViT-Micro/7", "--subset", "512", "--batch-size", "32",
-            "--val-fraction", "0.05", "--no-eval-test", "--no-progress", "--lr", "3e-3", "--log-every", "4",
-            "--checkpoint-every", "5", "--out", str(out), *options]
+    return [
+        sys.executable,
+        "-m",
+        "vitlib.train",
+        "--model",
+        "ViT-Micro/7",
+        "--subset",
+        "512",
+        "--batch-size",
+        "32",
+        "--val-fraction",
+        "0.05",
+        "--no-eval-test",
+        "--no-progress",
+        "--lr",
+        "3e-3",
+        "--log-every",
+        "4",
+        "--checkpoint-every",
+        "5",
+        "--out",
+        str(out),
+        *options,
+    ]
 
 
 # one thread per process: A and B run side by side on 2 cores (two 2-thread OpenMP processes slow each other ~8x)
@@ -149,15 +183,18 @@ def run_cli(command: list[str]) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.mark.parametrize("options", [["--epochs", "3"],
-                                     ["--epochs", "2", "--augment", "crop-flip", "--mixup", "0.8", "--dropout", "0.1"]],
-                         ids=["plain", "augment-mixup-dropout"])
+@pytest.mark.parametrize(
+    "options",
+    [["--epochs", "3"], ["--epochs", "2", "--augment", "crop-flip", "--mixup", "0.8", "--dropout", "0.1"]],
+    ids=["plain", "augment-mixup-dropout"],
+)
 def test_a_killed_run_resumes_bit_for_bit(tmp_path, options):
     """A runs uninterrupted; B is the same command killed with SIGKILL right after its first checkpoint (step 5 of 16,
     mid-epoch), then resumed: the final weights and every logged metric must be the same."""
     a_out, b_out = tmp_path / "A", tmp_path / "B"
-    start = lambda out: subprocess.Popen(cli(out, *options), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True)
+    start = lambda out: subprocess.Popen(
+        cli(out, *options), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     a, b = start(a_out), start(b_out)
     ckpt = b_out / "checkpoint.safetensors"
     deadline = time.monotonic() + 240
@@ -249,10 +286,18 @@ def test_a_time_budget_stops_cleanly_with_a_checkpoint(tmp_path):
     assert meta["progress"]["global_step"] == 8
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("schedule", "foo", "unknown schedule"), ("augment", "bar", "unknown augment"),
-    ("precision", "x", "unknown precision"), ("head", "conv", "unknown head"), ("epochs", 0, "epochs must be"),
-    ("batch_size", 0, "batch_size must be"), ("lr", 0.0, "lr must be positive")])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("schedule", "foo", "unknown schedule"),
+        ("augment", "bar", "unknown augment"),
+        ("precision", "x", "unknown precision"),
+        ("head", "conv", "unknown head"),
+        ("epochs", 0, "epochs must be"),
+        ("batch_size", 0, "batch_size must be"),
+        ("lr", 0.0, "lr must be positive"),
+    ],
+)
 def test_bad_options_are_value_errors(option, value, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         train(dataclasses.replace(BASE, out=str(tmp_path / "bad"), **{option: value}))
@@ -292,18 +337,37 @@ def test_cli_help_lists_every_option(capsys):
 
 
 def test_cli_parses_into_the_config():
-    cfg = parse_config(["--subset", "512", "--image-size", "none", "--dropout", "0.1", "--no-progress", "--resume",
-                        "--pos-embed", "sincos2d", "--time-budget", "1.5"])
+    cfg = parse_config(
+        [
+            "--subset",
+            "512",
+            "--image-size",
+            "none",
+            "--dropout",
+            "0.1",
+            "--no-progress",
+            "--resume",
+            "--pos-embed",
+            "sincos2d",
+            "--time-budget",
+            "1.5",
+        ]
+    )
     assert cfg.subset == 512 and cfg.image_size is None and cfg.dropout == 0.1 and cfg.pos_embed == "sincos2d"
     assert cfg.progress is False and cfg.resume is True and cfg.time_budget == 1.5
-    assert dataclasses.replace(cfg, subset=None, dropout=None, progress=True, resume=False, pos_embed=None,
-                               time_budget=0.0) == TrainConfig()  # everything else at its default
+    assert (
+        dataclasses.replace(
+            cfg, subset=None, dropout=None, progress=True, resume=False, pos_embed=None, time_budget=0.0
+        )
+        == TrainConfig()
+    )  # everything else at its default
 
 
 # -------------------------------------------------------------------------------------------------- CNN baseline
 def test_the_cnn_baseline_trains_in_the_same_loop(tmp_path):
-    cfg = dataclasses.replace(BASE, model="ResNet-8", subset=128, batch_size=32, epochs=1, val_fraction=0.02,
-                              out=str(tmp_path / "cnn"))
+    cfg = dataclasses.replace(
+        BASE, model="ResNet-8", subset=128, batch_size=32, epochs=1, val_fraction=0.02, out=str(tmp_path / "cnn")
+    )
     model = create_cnn("ResNet-8", num_classes=10, in_channels=1)
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     r = train(cfg, model=model)
@@ -313,4 +377,4 @@ def test_the_cnn_baseline_trains_in_the_same_loop(tmp_path):
     weights = load_file(tmp_path / "cnn" / "model.safetensors")
     assert_same_weights(weights, r.model.state_dict())
     assert not torch.equal(weights["stem.0.weight"], initial["stem.0.weight"])  # it trained
-    assert int(weights["stem.1.num_batches_tracked"]) == 4                     # 4 steps, BatchNorm in train mode
+    assert int(weights["stem.1.num_batches_tracked"]) == 4  # 4 steps, BatchNorm in train mode

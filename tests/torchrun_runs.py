@@ -1,5 +1,6 @@
 """Helpers shared by the multi-process tests (test_distributed.py: DDP, test_fsdp.py: FSDP): start `vitlib.train` in
 one process or under torchrun, wait for it, read its metrics, and compare two runs' weights."""
+
 from __future__ import annotations
 
 import csv
@@ -19,8 +20,14 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # several processes on 2 cores: on
 def launch(out: Path, options: list[str], *extra: str, processes: int = 1) -> subprocess.Popen:
     """python -m vitlib.train <options> --out <out> <extra>, under torchrun when processes > 1 (not waited for)."""
     runner = [TORCHRUN, f"--nproc_per_node={processes}", "--standalone"] if processes > 1 else [sys.executable]
-    return subprocess.Popen([*runner, "-m", "vitlib.train", *options, "--out", str(out), *extra], cwd=ROOT, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [*runner, "-m", "vitlib.train", *options, "--out", str(out), *extra],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish(process: subprocess.Popen) -> str:
@@ -46,5 +53,5 @@ def assert_trained_alike(a: dict, b: dict, atol: float = 2e-5) -> None:
     for name in a:
         x, y = a[name], b[name]
         if name.endswith("attn.qkv.bias"):
-            x, y = torch.cat([x[:dim], x[2 * dim:]]), torch.cat([y[:dim], y[2 * dim:]])
+            x, y = torch.cat([x[:dim], x[2 * dim :]]), torch.cat([y[:dim], y[2 * dim :]])
         assert torch.allclose(x, y, rtol=0, atol=atol), f"{name}: max |diff| {(x - y).abs().max():.3g}"

@@ -42,3 +42,34 @@ from .model import (
 from .model.config import POS_EMBED_KINDS
 
 _compat.install()
+
+__all__ = [
+    "__version__",
+    "POS_EMBED_KINDS",
+    "MLP",
+    "VARIANTS",
+    "ClassifierHead",
+    "ClassToken",
+    "EncoderBlock",
+    "HybridEmbedding",
+    "MultiHeadSelfAttention",
+    "PatchEmbedding",
+    "PositionEmbedding",
+    "RelativePosition",
+    "VisionTransformer",
+    "ViTConfig",
+    "check_patch_size",
+    "count_parameters",
+    "create_model",
+    "finetuning_head",
+    "from_jax_npz",
+    "from_timm",
+    "from_torchvision",
+    "parse_name",
+    "patchify",
+    "pretraining_head",
+    "resample_pos_embed",
+    "resnet_stem",
+    "sincos_2d",
+    "unpatchify",
+]

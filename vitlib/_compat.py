@@ -52,8 +52,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} is deprecated: its names are now in {' and '.join(new)}.", DeprecationWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"{spec.name} is deprecated: its names are now in {' and '.join(new)}.", DeprecationWarning, stacklevel=4
+        )
         parts = [importlib.import_module(n) for n in new]
         module = types.ModuleType(spec.name, f"Moved to {', '.join(new)}.")
 
@@ -73,4 +74,4 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def install() -> None:
     if not any(isinstance(f, _MovedModules) for f in sys.meta_path):
-        sys.meta_path.append(_MovedModules())
+        sys.meta_path.insert(0, _MovedModules())  # before the path finders: an old file left on disk is not used

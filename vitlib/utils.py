@@ -1,4 +1,5 @@
-"""Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV and JSON files."""
+"""Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV and JSON
+files."""
 
 from __future__ import annotations
 

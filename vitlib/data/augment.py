@@ -14,8 +14,10 @@ RANDAUGMENT_GROUPS = 16  # on a GPU, RandAugment draws one op per group of image
 
 def check_augment(augment: str) -> str:
     if augment not in AUGMENTATIONS:
-        raise ValueError(f"unknown augmentation {augment!r}: choose one of {', '.join(AUGMENTATIONS)} "
-                         f"(mixup/cutmix are separate options, label smoothing belongs to the loss).")
+        raise ValueError(
+            f"unknown augmentation {augment!r}: choose one of {', '.join(AUGMENTATIONS)} "
+            f"(mixup/cutmix are separate options, label smoothing belongs to the loss)."
+        )
     return augment
 
 
@@ -24,8 +26,9 @@ def batch_seed(seed: int, epoch: int, step: int) -> int:
     return (seed * 1_000_003 + epoch) * 1_000_033 + step
 
 
-def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int, offset: int = 0,
-                     total: int | None = None) -> torch.Tensor:
+def random_crop_flip(
+    images: torch.Tensor, generator: torch.Generator, pad: int, offset: int = 0, total: int | None = None
+) -> torch.Tensor:
     """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised.
 
     The draws are made for `total` images (default: this batch) and rows offset.. are used: a process that holds one
@@ -37,15 +40,16 @@ def random_crop_flip(images: torch.Tensor, generator: torch.Generator, pad: int,
     dy = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
     dx = torch.randint(0, 2 * pad + 1, (total, 1), generator=generator, device=where)[mine].to(images.device)
     flip = (torch.rand(total, 1, generator=generator, device=where) < 0.5)[mine].to(images.device)
-    rows = torch.arange(h, device=images.device)[None] + dy                       # (B, H)
+    rows = torch.arange(h, device=images.device)[None] + dy  # (B, H)
     cols = torch.arange(w, device=images.device)[None].expand(b, w)
-    cols = torch.where(flip, w - 1 - cols, cols) + dx                             # (B, W)
+    cols = torch.where(flip, w - 1 - cols, cols) + dx  # (B, W)
     idx = torch.arange(b, device=images.device)[:, None, None]
     return padded.permute(0, 2, 3, 1)[idx, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
 
 
 def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> T.Compose:
-    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) for training, resize + centre crop otherwise."""
+    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) for training, resize + centre crop
+    otherwise."""
     if train and augment != "none":
         ops = [T.RandomResizedCrop(image_size, antialias=True), T.RandomHorizontalFlip()]
         ops += [T.RandAugment()] if augment == "randaugment" else []
@@ -57,6 +61,7 @@ def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> 
 def make_mixer(mixup: float, cutmix: float, num_classes: int):
     """MixUp and/or CutMix (transforms v2) on a batch with its labels, one of the two per batch when both are on;
     None when both alphas are 0."""
-    ops = ([T.MixUp(alpha=mixup, num_classes=num_classes)] if mixup > 0 else []) + \
-          ([T.CutMix(alpha=cutmix, num_classes=num_classes)] if cutmix > 0 else [])
+    ops = ([T.MixUp(alpha=mixup, num_classes=num_classes)] if mixup > 0 else []) + (
+        [T.CutMix(alpha=cutmix, num_classes=num_classes)] if cutmix > 0 else []
+    )
     return T.RandomChoice(ops) if len(ops) > 1 else (ops[0] if ops else None)

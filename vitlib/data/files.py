@@ -12,10 +12,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
-FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-         "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"  # the repository's data/ folder
 ENV = "VITLIB_DATA_DIR"
 
@@ -40,8 +52,11 @@ def data_dir() -> Path:
     if ENV in os.environ:
         return Path(os.environ[ENV]).expanduser()
     if "VITLIB_DATA" in os.environ:
-        warnings.warn(f"$VITLIB_DATA is deprecated: set ${ENV} (where data sets are looked for and downloaded).",
-                      DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"$VITLIB_DATA is deprecated: set ${ENV} (where data sets are looked for and downloaded).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return Path(os.environ["VITLIB_DATA"]).expanduser()
     return REPO_DATA / "cache"
 
@@ -61,7 +76,7 @@ def read_idx(path: Path) -> np.ndarray:
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
         raise DataError(f"{path} is not an unsigned-byte IDX file: replace it with a fresh copy.")
     ndim = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(shape)):
         raise DataError(f"{path} is truncated: its header says {shape} but it holds {data.size} values.")
@@ -94,11 +109,15 @@ def verify_checksums(folder: Path) -> None:
         digest, name = line.split()
         path = Path(folder) / name
         if not path.exists():
-            raise DataError(f"{path} is missing: restore it with `git checkout -- {path}` "
-                            f"or rebuild it with `python scripts/make_fashion_mnist_mini.py`.")
+            raise DataError(
+                f"{path} is missing: restore it with `git checkout -- {path}` "
+                f"or rebuild it with `python scripts/make_fashion_mnist_mini.py`."
+            )
         if sha256(path) != digest:
-            raise DataError(f"{path} fails its checksum (expected sha256 {digest[:12]}..., got {sha256(path)[:12]}"
-                            f"...): the file is corrupt or was changed; restore it with `git checkout -- {path}`.")
+            raise DataError(
+                f"{path} fails its checksum (expected sha256 {digest[:12]}..., got {sha256(path)[:12]}"
+                f"...): the file is corrupt or was changed; restore it with `git checkout -- {path}`."
+            )
 
 
 def load_fashion_mnist_mini(split: str = "train", root: str | Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,6 +4,7 @@
 `FolderLoader` serves a torchvision dataset of image files through a multi-worker DataLoader. Both give the same
 batches for the same (seed, epoch, step), shard a global batch across DDP ranks, and can start mid-epoch (resume).
 """
+
 from __future__ import annotations
 
 import math
@@ -14,6 +15,7 @@ import torchvision.transforms.v2 as T
 from .augment import RANDAUGMENT_GROUPS, batch_seed, check_augment, folder_transforms, random_crop_flip
 from .splits import TensorSplit
 
+
 class TensorLoader:
     """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`.
 
@@ -23,14 +25,28 @@ class TensorLoader:
     RANDAUGMENT_GROUPS) that share a draw, and the crop-flip offsets are drawn by a CUDA generator (no host-to-device
     copy, no sync)."""
 
-    def __init__(self, split: TensorSplit, batch_size: int, mean, std, shuffle: bool = False, augment: str = "none",
-                 seed: int = 0, drop_last: bool = False, device: str | torch.device = "cpu", rank: int = 0,
-                 world_size: int = 1, randaugment_groups: int | None = None):
+    def __init__(
+        self,
+        split: TensorSplit,
+        batch_size: int,
+        mean,
+        std,
+        shuffle: bool = False,
+        augment: str = "none",
+        seed: int = 0,
+        drop_last: bool = False,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world_size: int = 1,
+        randaugment_groups: int | None = None,
+    ):
         if batch_size % world_size:
             raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
         if randaugment_groups is not None and randaugment_groups < 1:
-            raise ValueError(f"randaugment_groups must be at least 1 (or None: per image on the CPU, "
-                             f"{RANDAUGMENT_GROUPS} groups on a GPU), got {randaugment_groups}.")
+            raise ValueError(
+                f"randaugment_groups must be at least 1 (or None: per image on the CPU, "
+                f"{RANDAUGMENT_GROUPS} groups on a GPU), got {randaugment_groups}."
+            )
         if randaugment_groups is None and torch.device(device).type == "cuda":
             randaugment_groups = RANDAUGMENT_GROUPS
         self.randaugment_groups = randaugment_groups
@@ -53,11 +69,11 @@ class TensorLoader:
         return torch.randperm(n, generator=g).to(self.device)
 
     def batch(self, order: torch.Tensor, epoch: int, step: int):
-        idx = order[step * self.batch_size:(step + 1) * self.batch_size]
+        idx = order[step * self.batch_size : (step + 1) * self.batch_size]
         total, offset = len(idx), 0
         if self.world_size > 1:
             shards = idx.tensor_split(self.world_size)
-            idx, offset = shards[self.rank], sum(len(s) for s in shards[:self.rank])
+            idx, offset = shards[self.rank], sum(len(s) for s in shards[: self.rank])
         images, labels = self.split.images[idx], self.split.labels[idx]
         if self.augment != "none":
             # random draws for the whole global batch, of which this process uses its rows: sharded or not, the
@@ -69,7 +85,7 @@ class TensorLoader:
                     parts = images.tensor_split(min(self.randaugment_groups, len(images)))
                     images = torch.cat([self._randaugment(part) for part in parts])
             elif self.augment == "randaugment":
-                seeds = torch.randint(0, 2**62, (total,), generator=g)[offset:offset + len(idx)].tolist()
+                seeds = torch.randint(0, 2**62, (total,), generator=g)[offset : offset + len(idx)].tolist()
                 with torch.random.fork_rng(devices=[]):
                     augmented = []
                     for image, seed in zip(images, seeds):
@@ -91,14 +107,30 @@ class TensorLoader:
 class FolderLoader(TensorLoader):
     """Batches of a torchvision image dataset read by DataLoader workers; same order and sharding as TensorLoader."""
 
-    def __init__(self, dataset, image_size: int, batch_size: int, mean, std, shuffle: bool = False,
-                 augment: str = "none", seed: int = 0, drop_last: bool = False, device="cpu", rank: int = 0,
-                 world_size: int = 1, num_workers: int = 4):
+    def __init__(
+        self,
+        dataset,
+        image_size: int,
+        batch_size: int,
+        mean,
+        std,
+        shuffle: bool = False,
+        augment: str = "none",
+        seed: int = 0,
+        drop_last: bool = False,
+        device="cpu",
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 4,
+    ):
         if batch_size % world_size:
             raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
         self.dataset, self.batch_size, self.shuffle, self.seed = dataset, batch_size, shuffle, seed
         self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
-        self.num_workers, self.transform = num_workers, folder_transforms(image_size, mean, std, shuffle, check_augment(augment))
+        self.num_workers, self.transform = (
+            num_workers,
+            folder_transforms(image_size, mean, std, shuffle, check_augment(augment)),
+        )
 
     def __len__(self) -> int:
         n = len(self.dataset)
@@ -114,19 +146,32 @@ class FolderLoader(TensorLoader):
     def _shard(self, order: torch.Tensor, epoch: int, step: int) -> list[tuple[int, int]]:
         """(index, augmentation seed) of this process's images of a step: the seeds are drawn for the global batch, so
         augmentation depends on (seed, epoch, step, position) only, not on workers, sharding or where a run resumed."""
-        idx = order[step * self.batch_size:(step + 1) * self.batch_size]
-        seeds = torch.randint(0, 2**62, (len(idx),), generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, step)))
-        return list(zip(idx.tensor_split(self.world_size)[self.rank].tolist(),
-                        seeds.tensor_split(self.world_size)[self.rank].tolist()))
+        idx = order[step * self.batch_size : (step + 1) * self.batch_size]
+        seeds = torch.randint(
+            0, 2**62, (len(idx),), generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
+        )
+        return list(
+            zip(
+                idx.tensor_split(self.world_size)[self.rank].tolist(),
+                seeds.tensor_split(self.world_size)[self.rank].tolist(),
+            )
+        )
 
     def epoch(self, epoch: int = 0, start: int = 0):
         n = len(self.dataset)
-        order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch)) if self.shuffle else torch.arange(n)
+        order = (
+            torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch))
+            if self.shuffle
+            else torch.arange(n)
+        )
         mine = [self._shard(order, epoch, s) for s in range(start, len(self))]
         loader = torch.utils.data.DataLoader(
-            _MapDataset(self._item), batch_sampler=_Batches(mine), num_workers=self.num_workers,
+            _MapDataset(self._item),
+            batch_sampler=_Batches(mine),
+            num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
-            generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)))
+            generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)),
+        )
         for images, labels in loader:
             yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
 

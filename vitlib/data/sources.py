@@ -18,7 +18,15 @@ import numpy as np
 import torch
 import torchvision
 
-from .files import FASHION_MNIST_CLASSES, DataError, bundled_dir, data_dir, idx_file_ok, load_fashion_mnist_mini, read_idx
+from .files import (
+    FASHION_MNIST_CLASSES,
+    DataError,
+    bundled_dir,
+    data_dir,
+    idx_file_ok,
+    load_fashion_mnist_mini,
+    read_idx,
+)
 from .splits import Dataset, TensorSplit, split_off
 from .splits import subset as take_subset
 from .synthetic import synthetic_position
@@ -26,7 +34,8 @@ from .synthetic import synthetic_position
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 STATS = {  # per-channel mean and std of the training images, in [0, 1]
-    "fashion-mnist": ((0.2860,), (0.3530,)), "mnist": ((0.1307,), (0.3081,)),
+    "fashion-mnist": ((0.2860,), (0.3530,)),
+    "mnist": ((0.1307,), (0.3081,)),
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     "synthetic-position": ((0.5,), (0.25,)),
@@ -42,22 +51,29 @@ def _idx_set(cls, folders: list[Path], name: str, download: bool, root: Path):
         try:
             cls(str(root), train=True, download=True)
         except Exception as err:  # network errors come in many types
-            raise DataError(f"could not download {name} to {root} ({type(err).__name__}: {err}). "
-                            f"Without internet use 'fashion-mnist-mini' (bundled) or copy the files there.") from err
+            raise DataError(
+                f"could not download {name} to {root} ({type(err).__name__}: {err}). "
+                f"Without internet use 'fashion-mnist-mini' (bundled) or copy the files there."
+            ) from err
         folder = root / cls.__name__ / "raw"
     if folder is None:
-        raise DataError(f"{name} is not on this machine: looked for {files} in {', '.join(map(str, folders))}. "
-                        f"Pass download=True (needs internet), point root= or $VITLIB_DATA_DIR at a copy, or use the "
-                        f"bundled 'fashion-mnist-mini'.")
+        raise DataError(
+            f"{name} is not on this machine: looked for {files} in {', '.join(map(str, folders))}. "
+            f"Pass download=True (needs internet), point root= or $VITLIB_DATA_DIR at a copy, or use the "
+            f"bundled 'fashion-mnist-mini'."
+        )
     for n in files:
         if not idx_file_ok(folder / n, md5[n]):
-            raise DataError(f"{folder / n} fails its checksum (expected md5 {md5[n]} of the original .gz): the file "
-                            f"is corrupt or incomplete; delete it and download or copy it again.")
+            raise DataError(
+                f"{folder / n} fails its checksum (expected md5 {md5[n]} of the original .gz): the file "
+                f"is corrupt or incomplete; delete it and download or copy it again."
+            )
     read = {n.split("-")[0] + n.split("-")[1][:1]: read_idx(folder / n) for n in files}  # train-images -> 'traini'
 
     def to_split(images: str, labels: str) -> TensorSplit:
-        return TensorSplit(torch.from_numpy(read[images].copy()).unsqueeze(1),
-                           torch.from_numpy(read[labels].astype(np.int64)))
+        return TensorSplit(
+            torch.from_numpy(read[images].copy()).unsqueeze(1), torch.from_numpy(read[labels].astype(np.int64))
+        )
 
     return to_split("traini", "trainl"), to_split("t10ki", "t10kl"), folder
 
@@ -79,15 +95,22 @@ def _cifar(cls, name: str):
         try:
             parts = [cls(str(root), train=t, download=download) for t in (True, False)]
         except RuntimeError as err:  # torchvision: "Dataset not found or corrupted"
-            raise DataError(f"{name} is not in {root} or fails its checksum ({err}). Pass download=True (needs internet), "
-                            f"point root= or $VITLIB_DATA_DIR at a copy (the folder that holds "
-                            f"{cls.base_folder}), or use the bundled 'fashion-mnist-mini'.") from err
+            raise DataError(
+                f"{name} is not in {root} or fails its checksum ({err}). Pass download=True (needs internet), "
+                f"point root= or $VITLIB_DATA_DIR at a copy (the folder that holds "
+                f"{cls.base_folder}), or use the bundled 'fashion-mnist-mini'."
+            ) from err
         except Exception as err:
-            raise DataError(f"could not download {name} to {root} ({type(err).__name__}: {err}); "
-                            f"without internet use 'fashion-mnist-mini'.") from err
-        splits = [TensorSplit(torch.from_numpy(p.data).permute(0, 3, 1, 2).contiguous(), torch.as_tensor(p.targets))
-                  for p in parts]
+            raise DataError(
+                f"could not download {name} to {root} ({type(err).__name__}: {err}); "
+                f"without internet use 'fashion-mnist-mini'."
+            ) from err
+        splits = [
+            TensorSplit(torch.from_numpy(p.data).permute(0, 3, 1, 2).contiguous(), torch.as_tensor(p.targets))
+            for p in parts
+        ]
         return splits[0], splits[1], tuple(parts[0].classes), {"source": str(root / cls.base_folder)}
+
     return load
 
 
@@ -103,11 +126,15 @@ def _synthetic(root: Path, download: bool, seed: int):
 
 def _imagenette(root: Path, download: bool, seed: int):
     try:
-        parts = [torchvision.datasets.Imagenette(str(root), split=s, size="160px", download=download)
-                 for s in ("train", "val")]
+        parts = [
+            torchvision.datasets.Imagenette(str(root), split=s, size="160px", download=download)
+            for s in ("train", "val")
+        ]
     except RuntimeError as err:
-        raise DataError(f"Imagenette is not in {root} ({err}). Pass download=True (needs internet) or point root= at "
-                        f"the folder holding imagenette2-160, or use the bundled 'fashion-mnist-mini'.") from err
+        raise DataError(
+            f"Imagenette is not in {root} ({err}). Pass download=True (needs internet) or point root= at "
+            f"the folder holding imagenette2-160, or use the bundled 'fashion-mnist-mini'."
+        ) from err
     names = tuple(c[0] for c in parts[0].classes)
     return parts[0], parts[1], names, {"source": str(root / "imagenette2-160")}
 
@@ -115,8 +142,10 @@ def _imagenette(root: Path, download: bool, seed: int):
 def _imagefolder(path: Path):
     def load(root: Path, download: bool, seed: int):
         if not path.is_dir():
-            raise DataError(f"imagefolder: {path} is not a folder. Give a folder with train/ and val/ (or test/) "
-                            f"subfolders, each holding one subfolder of images per class.")
+            raise DataError(
+                f"imagefolder: {path} is not a folder. Give a folder with train/ and val/ (or test/) "
+                f"subfolders, each holding one subfolder of images per class."
+            )
         subs = {p.name for p in path.iterdir() if p.is_dir()}
         test_name = "val" if "val" in subs else "test" if "test" in subs else None
         if "train" not in subs or test_name is None:
@@ -125,6 +154,7 @@ def _imagefolder(path: Path):
         if parts[0].classes != parts[1].classes:
             raise DataError(f"imagefolder: the classes of {path / 'train'} and {path / test_name} differ.")
         return parts[0], parts[1], tuple(parts[0].classes), {"source": str(path)}
+
     return load
 
 
@@ -143,9 +173,15 @@ def dataset_names() -> list[str]:
     return [*SOURCES, "imagefolder:<path>"]
 
 
-def get_dataset(name: str = "fashion-mnist-mini", root: str | Path | None = None, download: bool = False,
-                val_fraction: float = 0.1, subset: float | int | None = None, image_size: int | None = None,
-                seed: int = 0) -> Dataset:
+def get_dataset(
+    name: str = "fashion-mnist-mini",
+    root: str | Path | None = None,
+    download: bool = False,
+    val_fraction: float = 0.1,
+    subset: float | int | None = None,
+    image_size: int | None = None,
+    seed: int = 0,
+) -> Dataset:
     """Load a data set by name (see `dataset_names()`), split a stratified validation set off the training set,
     optionally keep a stratified `subset` of the rest (fraction <= 1 or count), and resize in-memory sets. `root`:
     where to look and download (default `vitlib.data.data_dir()`); `seed` picks the splits (and draws the synthetic

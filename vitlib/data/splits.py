@@ -61,14 +61,18 @@ class Dataset:
 
     def __repr__(self) -> str:
         sizes = {k: len(getattr(self, k)) for k in ("train", "val", "test") if getattr(self, k) is not None}
-        return (f"Dataset({self.name!r}, {sizes}, {self.num_classes} classes, {self.in_channels}x{self.image_size}x"
-                f"{self.image_size}, {'in memory' if self.in_memory else 'from files'})")
+        return (
+            f"Dataset({self.name!r}, {sizes}, {self.num_classes} classes, {self.in_channels}x{self.image_size}x"
+            f"{self.image_size}, {'in memory' if self.in_memory else 'from files'})"
+        )
 
 
 def _in_memory(data: Dataset, what: str) -> None:
     if not data.in_memory:
-        raise ValueError(f"{what} works on in-memory data sets (TensorSplit); for folders of images pass subset= or "
-                         f"image_size= to vitlib.data.get_dataset instead.")
+        raise ValueError(
+            f"{what} works on in-memory data sets (TensorSplit); for folders of images pass subset= or "
+            f"image_size= to vitlib.data.get_dataset instead."
+        )
 
 
 # ----------------------------------------------------------------------------------------------- stratified subsets
@@ -86,8 +90,10 @@ def stratified_indices(labels: torch.Tensor, amount: float | int, seed: int = 0)
     share = counts.double() * count / n  # each class keeps its share, rounded by largest remainder
     keep = share.floor().long()
     keep[torch.argsort(share - keep, descending=True)[: count - int(keep.sum())]] += 1
-    picks = [torch.nonzero(labels == c).flatten()[torch.randperm(int(k_all), generator=g)[:k]]
-             for c, k, k_all in zip(classes, keep, counts)]
+    picks = [
+        torch.nonzero(labels == c).flatten()[torch.randperm(int(k_all), generator=g)[:k]]
+        for c, k, k_all in zip(classes, keep, counts)
+    ]
     return torch.cat(picks).sort().values
 
 
@@ -168,5 +174,6 @@ def resize_dataset(data: Dataset, image_size: int) -> Dataset:
     def resize(split):
         return None if split is None else split.resized(image_size)
 
-    return dataclasses.replace(data, train=resize(data.train), val=resize(data.val), test=resize(data.test),
-                               image_size=image_size)
+    return dataclasses.replace(
+        data, train=resize(data.train), val=resize(data.val), test=resize(data.test), image_size=image_size
+    )

@@ -17,10 +17,10 @@ def synthetic_position(n: int, size: int = 32, mark: int = 4, seed: int = 0) -> 
     g = torch.Generator().manual_seed(seed)
     images = (torch.rand(n, 1, size, size, generator=g) * 0.6 * 255).to(torch.uint8)
     labels = torch.randint(0, 4, (n,), generator=g)
-    cells = size // 2 // mark                           # mark positions per quadrant side
+    cells = size // 2 // mark  # mark positions per quadrant side
     for i in range(n):
         qy, qx = divmod(int(labels[i]), 2)
         y = qy * size // 2 + int(torch.randint(0, cells, (1,), generator=g)) * mark
         x = qx * size // 2 + int(torch.randint(0, cells, (1,), generator=g)) * mark
-        images[i, :, y:y + mark, x:x + mark] = 255
+        images[i, :, y : y + mark, x : x + mark] = 255
     return TensorSplit(images, labels)

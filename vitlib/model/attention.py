@@ -1,4 +1,5 @@
 """Multi-head self-attention (appendix A, eq. 5-8): softmax(q k^T / sqrt(D_h)) v for each head, then a projection."""
+
 from __future__ import annotations
 
 import torch
@@ -41,12 +42,21 @@ class MultiHeadSelfAttention(nn.Module):
     """MSA: `forward` sends softmax(q k^T / sqrt(D_h)) v through F.scaled_dot_product_attention when `fused`, else
     writes it out; `forward_with_weights` always writes it out and also returns the weights A."""
 
-    def __init__(self, dim: int, heads: int, qkv_bias: bool = True, attn_dropout: float = 0.0,
-                 fused: bool = True, relative_tokens: int | None = None):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        qkv_bias: bool = True,
+        attn_dropout: float = 0.0,
+        fused: bool = True,
+        relative_tokens: int | None = None,
+    ):
         super().__init__()
         if dim % heads:
-            raise ValueError(f"width dim={dim} is not divisible by heads={heads}: each head gets dim/heads features, "
-                             f"so choose heads among {[h for h in range(1, dim + 1) if dim % h == 0 and h <= 64]}.")
+            raise ValueError(
+                f"width dim={dim} is not divisible by heads={heads}: each head gets dim/heads features, "
+                f"so choose heads among {[h for h in range(1, dim + 1) if dim % h == 0 and h <= 64]}."
+            )
         self.heads, self.head_dim, self.fused = heads, dim // heads, fused
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # U_qkv, rows ordered (q|k|v, head, d) like torchvision, timm
         self.proj = nn.Linear(dim, dim)  # U_msa

@@ -1,5 +1,6 @@
 """CNN baselines for the inductive-bias comparison (section 4.3): a small ResNet for 28x28 / 32x32 inputs
 (He et al. 2016, the CIFAR design: 3 stages, 6n+2 layers) and torchvision's ResNets for larger images."""
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,9 @@ class SmallResNet(nn.Module):
                 cin = cout
         self.blocks = nn.Sequential(*blocks)
         self.head = nn.Linear(cin, num_classes)
-        self.config = dict(kind="SmallResNet", depth=depth, width=width, in_channels=in_channels, num_classes=num_classes)
+        self.config = dict(
+            kind="SmallResNet", depth=depth, width=width, in_channels=in_channels, num_classes=num_classes
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
@@ -90,8 +93,10 @@ def create_cnn(name: str, num_classes: int, in_channels: int = 3) -> nn.Module:
     if small:
         return SmallResNet(*small, in_channels, num_classes)
     if name not in TORCHVISION_RESNETS:
-        raise ValueError(f"unknown CNN {name!r}: use 'ResNet-<6n+2>[-w<width>]' (e.g. ResNet-8, ResNet-20-w32) or a "
-                         f"torchvision ResNet ({', '.join(TORCHVISION_RESNETS)}).")
+        raise ValueError(
+            f"unknown CNN {name!r}: use 'ResNet-<6n+2>[-w<width>]' (e.g. ResNet-8, ResNet-20-w32) or a "
+            f"torchvision ResNet ({', '.join(TORCHVISION_RESNETS)})."
+        )
     net = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
     if in_channels != 3:
         net.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)

@@ -67,16 +67,19 @@ class ViTConfig:
         if not isinstance(self.image_size, int):
             object.__setattr__(self, "image_size", pair(self.image_size, "image_size"))
         if self.pool not in POOLS:
-            raise ValueError(f"unknown pool {self.pool!r}: use 'cls' ([class] token, eq. 4) or 'gap' (global average "
-                             f"pooling).")
+            raise ValueError(
+                f"unknown pool {self.pool!r}: use 'cls' ([class] token, eq. 4) or 'gap' (global average pooling)."
+            )
         if self.class_token is None:
             object.__setattr__(self, "class_token", self.pool == "cls")
         if self.pool == "cls" and not self.class_token:
             raise ValueError("pool='cls' needs the [class] token: set class_token=True or pool='gap'.")
         if self.dim % self.heads:
-            raise ValueError(f"width dim={self.dim} is not divisible by heads={self.heads}: each head gets dim/heads "
-                             f"features, so choose heads among "
-                             f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}.")
+            raise ValueError(
+                f"width dim={self.dim} is not divisible by heads={self.heads}: each head gets dim/heads "
+                f"features, so choose heads among "
+                f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}."
+            )
         check_pos_embed(self.pos_embed)
         if self.hybrid is None:
             check_patch_size(self.image_size, self.patch_size)
@@ -119,9 +122,11 @@ def parse_name(name: str) -> dict:
     m = _NAME.match(name.strip())
     size = _ALIASES.get(m["size"], m["size"]) if m else None
     if not m or size not in VARIANTS:
-        raise ValueError(f"unknown model variant {name!r}: use 'ViT-<size>/<patch>' with size one of "
-                         f"{', '.join(VARIANTS)} (e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16' / "
-                         f"'R8+ViT-Micro/4'.")
+        raise ValueError(
+            f"unknown model variant {name!r}: use 'ViT-<size>/<patch>' with size one of "
+            f"{', '.join(VARIANTS)} (e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16' / "
+            f"'R8+ViT-Micro/4'."
+        )
     out = dict(VARIANTS[size], patch_size=int(m["patch"]))
     if m["cnn"]:
         depth, width = int(m["cnn"]), int(m["width"]) if m["width"] else None

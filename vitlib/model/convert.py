@@ -28,8 +28,10 @@ def _load(config: ViTConfig, sd: dict, source: str) -> VisionTransformer:
     model = VisionTransformer(config)
     result = model.load_state_dict(sd, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{source}: the weights do not fit a vitlib ViT of {config} (missing {result.missing_keys}, "
-                         f"unexpected {result.unexpected_keys}).")
+        raise ValueError(
+            f"{source}: the weights do not fit a vitlib ViT of {config} (missing {result.missing_keys}, "
+            f"unexpected {result.unexpected_keys})."
+        )
     return model
 
 
@@ -41,8 +43,10 @@ def _image_size(grid: tuple[int, int], patch_size: int) -> int | tuple[int, int]
 def _heads(dim: int, num_heads: int | None, source: str) -> int:
     num_heads = num_heads or heads_for_width(dim)
     if num_heads is None:
-        raise ValueError(f"{source}: the number of heads cannot be read from the weights of width {dim} (not a "
-                         f"width of Table 1); pass num_heads=.")
+        raise ValueError(
+            f"{source}: the number of heads cannot be read from the weights of width {dim} (not a "
+            f"width of Table 1); pass num_heads=."
+        )
     return num_heads
 
 
@@ -57,14 +61,22 @@ def _head_weights(sd: dict, weight, bias, pre_weight=None, pre_bias=None) -> int
 
 
 # ------------------------------------------------------------------------------------------------- torchvision
-_TORCHVISION_BLOCK = {"ln_1": "norm1", "self_attention.in_proj_weight": "attn.qkv.weight",
-                      "self_attention.in_proj_bias": "attn.qkv.bias", "self_attention.out_proj": "attn.proj",
-                      "ln_2": "norm2", "mlp.0": "mlp.fc1", "mlp.3": "mlp.fc2", "mlp.linear_1": "mlp.fc1",
-                      "mlp.linear_2": "mlp.fc2"}
+_TORCHVISION_BLOCK = {
+    "ln_1": "norm1",
+    "self_attention.in_proj_weight": "attn.qkv.weight",
+    "self_attention.in_proj_bias": "attn.qkv.bias",
+    "self_attention.out_proj": "attn.proj",
+    "ln_2": "norm2",
+    "mlp.0": "mlp.fc1",
+    "mlp.3": "mlp.fc2",
+    "mlp.linear_1": "mlp.fc1",
+    "mlp.linear_2": "mlp.fc2",
+}
 
 
-def from_torchvision(model_or_state_dict, num_heads: int | None = None,
-                     image_size: int | tuple[int, int] | None = None) -> VisionTransformer:
+def from_torchvision(
+    model_or_state_dict, num_heads: int | None = None, image_size: int | tuple[int, int] | None = None
+) -> VisionTransformer:
     """A torchvision `VisionTransformer` (`vit_b_16`, ... or one built with other sizes), or its state dict, as a
     vitlib model with the same weights. From a state dict the image is taken to be square unless `image_size` is
     given, and the heads come from Table 1's width unless `num_heads` is given."""
@@ -75,31 +87,50 @@ def from_torchvision(model_or_state_dict, num_heads: int | None = None,
     else:
         src = dict(model_or_state_dict)
     if "conv_proj.weight" not in src:
-        raise ValueError("not a torchvision VisionTransformer state dict (no 'conv_proj.weight'); "
-                         "conv-stem variants (conv_proj.conv_*) are not supported.")
+        raise ValueError(
+            "not a torchvision VisionTransformer state dict (no 'conv_proj.weight'); "
+            "conv-stem variants (conv_proj.conv_*) are not supported."
+        )
     conv = src["conv_proj.weight"]
     dim, in_channels, patch_size = conv.shape[0], conv.shape[1], conv.shape[2]
     n = src["encoder.pos_embedding"].shape[1] - 1
-    sd = {"patch_embed.proj.weight": _linear_from_conv(conv), "patch_embed.proj.bias": src["conv_proj.bias"],
-          "cls_token.token": src["class_token"], "pos_embed.weight": src["encoder.pos_embedding"],
-          "norm.weight": src["encoder.ln.weight"], "norm.bias": src["encoder.ln.bias"]}
-    hidden = _head_weights(sd, src["heads.head.weight"], src["heads.head.bias"], src.get("heads.pre_logits.weight"),
-                           src.get("heads.pre_logits.bias"))
+    sd = {
+        "patch_embed.proj.weight": _linear_from_conv(conv),
+        "patch_embed.proj.bias": src["conv_proj.bias"],
+        "cls_token.token": src["class_token"],
+        "pos_embed.weight": src["encoder.pos_embedding"],
+        "norm.weight": src["encoder.ln.weight"],
+        "norm.bias": src["encoder.ln.bias"],
+    }
+    hidden = _head_weights(
+        sd,
+        src["heads.head.weight"],
+        src["heads.head.bias"],
+        src.get("heads.pre_logits.weight"),
+        src.get("heads.pre_logits.bias"),
+    )
     depth = len({k.split(".")[2] for k in src if k.startswith("encoder.layers.")})
     for i in range(depth):
         prefix = f"encoder.layers.encoder_layer_{i}."
         for k, v in src.items():
             if k.startswith(prefix):
-                rest = k[len(prefix):]
+                rest = k[len(prefix) :]
                 old = next((o for o in _TORCHVISION_BLOCK if rest.startswith(o)), None)
                 if old is None:
                     raise ValueError(f"from_torchvision: {k} is not a tensor of a plain ViT encoder block.")
-                sd[f"blocks.{i}.{_TORCHVISION_BLOCK[old]}{rest[len(old):]}"] = v
+                sd[f"blocks.{i}.{_TORCHVISION_BLOCK[old]}{rest[len(old) :]}"] = v
     size = image_size or _image_size(square_grid(n), patch_size)
-    config = ViTConfig(image_size=size, patch_size=patch_size, in_channels=in_channels,
-                       num_classes=src["heads.head.weight"].shape[0], dim=dim, depth=depth,
-                       heads=_heads(dim, num_heads, "from_torchvision"), mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
-                       head_hidden=hidden)
+    config = ViTConfig(
+        image_size=size,
+        patch_size=patch_size,
+        in_channels=in_channels,
+        num_classes=src["heads.head.weight"].shape[0],
+        dim=dim,
+        depth=depth,
+        heads=_heads(dim, num_heads, "from_torchvision"),
+        mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
+        head_hidden=hidden,
+    )
     return _load(config, sd, "from_torchvision")
 
 
@@ -114,10 +145,13 @@ def _check_timm(model: nn.Module) -> None:
         "LayerScale (init_values)": not isinstance(getattr(block, "ls1", nn.Identity()), nn.Identity),
         "qk-norm (qk_norm)": not isinstance(getattr(block.attn, "q_norm", nn.Identity()), nn.Identity),
         "an attention projection without bias (proj_bias=False)": block.attn.proj.bias is None,
-        "a LayerNorm after pooling (fc_norm; build the timm model with fc_norm=False)":
-            not isinstance(getattr(model, "fc_norm", nn.Identity()), nn.Identity),
-        f"global_pool={getattr(model, 'global_pool', None)!r} (vitlib pools by 'token' or 'avg')":
-            getattr(model, "global_pool", "token") not in ("token", "avg"),
+        "a LayerNorm after pooling (fc_norm; build the timm model with fc_norm=False)": not isinstance(
+            getattr(model, "fc_norm", nn.Identity()), nn.Identity
+        ),
+        f"global_pool={getattr(model, 'global_pool', None)!r} (vitlib pools by 'token' or 'avg')": getattr(
+            model, "global_pool", "token"
+        )
+        not in ("token", "avg"),
     }
     found = [what for what, present in unsupported.items() if present]
     if found:
@@ -132,17 +166,30 @@ def from_timm(model: nn.Module) -> VisionTransformer:
     conv = src["patch_embed.proj.weight"]
     dim, in_channels, patch_size = conv.shape[0], conv.shape[1], conv.shape[2]
     class_token = "cls_token" in src
-    sd = {"patch_embed.proj.weight": _linear_from_conv(conv), "patch_embed.proj.bias": src["patch_embed.proj.bias"],
-          "pos_embed.weight": src["pos_embed"], "norm.weight": src["norm.weight"], "norm.bias": src["norm.bias"]}
+    sd = {
+        "patch_embed.proj.weight": _linear_from_conv(conv),
+        "patch_embed.proj.bias": src["patch_embed.proj.bias"],
+        "pos_embed.weight": src["pos_embed"],
+        "norm.weight": src["norm.weight"],
+        "norm.bias": src["norm.bias"],
+    }
     if class_token:
         sd["cls_token.token"] = src["cls_token"]
     _head_weights(sd, src.get("head.weight"), src.get("head.bias"))
     sd.update({k: v for k, v in src.items() if k.startswith("blocks.")})
-    config = ViTConfig(image_size=_image_size(tuple(model.patch_embed.grid_size), patch_size), patch_size=patch_size,
-                       in_channels=in_channels, num_classes=model.num_classes, dim=dim, depth=len(model.blocks),
-                       heads=model.blocks[0].attn.num_heads, mlp_dim=src["blocks.0.mlp.fc1.weight"].shape[0],
-                       pool="cls" if model.global_pool == "token" else "gap", class_token=class_token,
-                       qkv_bias="blocks.0.attn.qkv.bias" in src)
+    config = ViTConfig(
+        image_size=_image_size(tuple(model.patch_embed.grid_size), patch_size),
+        patch_size=patch_size,
+        in_channels=in_channels,
+        num_classes=model.num_classes,
+        dim=dim,
+        depth=len(model.blocks),
+        heads=model.blocks[0].attn.num_heads,
+        mlp_dim=src["blocks.0.mlp.fc1.weight"].shape[0],
+        pool="cls" if model.global_pool == "token" else "gap",
+        class_token=class_token,
+        qkv_bias="blocks.0.attn.qkv.bias" in src,
+    )
     return _load(config, sd, "from_timm")
 
 
@@ -152,42 +199,61 @@ def from_jax_npz(path: str | Path, image_size: int | tuple[int, int] | None = No
     reads), [class] token or GAP ('gap' classifier); the image is taken to be square unless `image_size` is given."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}: download an original ViT .npz (e.g. ViT-B_16.npz) there "
-                                f"first.")
+        raise FileNotFoundError(
+            f"no checkpoint at {path}: download an original ViT .npz (e.g. ViT-B_16.npz) there first."
+        )
     w = {k: torch.from_numpy(np.asarray(v)).float() for k, v in np.load(path).items()}
     if "embedding/kernel" not in w:
-        raise ValueError(f"{path} is not an original ViT checkpoint: it has no 'embedding/kernel' "
-                         f"(keys start with {sorted(w)[:3]}).")
+        raise ValueError(
+            f"{path} is not an original ViT checkpoint: it has no 'embedding/kernel' (keys start with {sorted(w)[:3]})."
+        )
     kernel = w["embedding/kernel"]  # (P, P, C, D), HWIO
     patch_size, in_channels, dim = kernel.shape[0], kernel.shape[2], kernel.shape[3]
     pos = w["Transformer/posembed_input/pos_embedding"]
     class_token = "cls" in w
-    sd = {"patch_embed.proj.weight": kernel.permute(3, 0, 1, 2).reshape(dim, -1),
-          "patch_embed.proj.bias": w["embedding/bias"], "pos_embed.weight": pos,
-          "norm.weight": w["Transformer/encoder_norm/scale"], "norm.bias": w["Transformer/encoder_norm/bias"]}
+    sd = {
+        "patch_embed.proj.weight": kernel.permute(3, 0, 1, 2).reshape(dim, -1),
+        "patch_embed.proj.bias": w["embedding/bias"],
+        "pos_embed.weight": pos,
+        "norm.weight": w["Transformer/encoder_norm/scale"],
+        "norm.bias": w["Transformer/encoder_norm/bias"],
+    }
     if class_token:
         sd["cls_token.token"] = w["cls"]
     pre = w.get("pre_logits/kernel")
-    hidden = _head_weights(sd, w["head/kernel"].T, w["head/bias"], None if pre is None else pre.T,
-                           w.get("pre_logits/bias"))
+    hidden = _head_weights(
+        sd, w["head/kernel"].T, w["head/bias"], None if pre is None else pre.T, w.get("pre_logits/bias")
+    )
     depth = len({k.split("/")[1] for k in w if k.startswith("Transformer/encoderblock_")})
     heads = w["Transformer/encoderblock_0/MultiHeadDotProductAttention_1/query/kernel"].shape[1]
     for i in range(depth):
         sd.update(_jax_block(w, f"Transformer/encoderblock_{i}/", f"blocks.{i}."))
     n = pos.shape[1] - (1 if class_token else 0)
-    config = ViTConfig(image_size=image_size or _image_size(square_grid(n), patch_size), patch_size=patch_size,
-                       in_channels=in_channels, num_classes=sd["head.fc.weight"].shape[0], dim=dim, depth=depth,
-                       heads=heads, mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0], head_hidden=hidden,
-                       pool="cls" if class_token else "gap", class_token=class_token)
+    config = ViTConfig(
+        image_size=image_size or _image_size(square_grid(n), patch_size),
+        patch_size=patch_size,
+        in_channels=in_channels,
+        num_classes=sd["head.fc.weight"].shape[0],
+        dim=dim,
+        depth=depth,
+        heads=heads,
+        mlp_dim=sd["blocks.0.mlp.fc1.weight"].shape[0],
+        head_hidden=hidden,
+        pool="cls" if class_token else "gap",
+        class_token=class_token,
+    )
     return _load(config, sd, f"from_jax_npz({path.name})")
 
 
 def _jax_block(w: dict, b: str, s: str) -> dict:
     """One encoder block of the original layout ('Transformer/encoderblock_i/') under vitlib's names ('blocks.i.')."""
     mha = b + "MultiHeadDotProductAttention_1/"
-    sd = {s + "attn.qkv.weight": torch.cat([w[f"{mha}{n}/kernel"].flatten(1).T for n in ("query", "key", "value")]),
-          s + "attn.qkv.bias": torch.cat([w[f"{mha}{n}/bias"].flatten() for n in ("query", "key", "value")]),
-          s + "attn.proj.weight": w[mha + "out/kernel"].flatten(0, 1).T, s + "attn.proj.bias": w[mha + "out/bias"]}
+    sd = {
+        s + "attn.qkv.weight": torch.cat([w[f"{mha}{n}/kernel"].flatten(1).T for n in ("query", "key", "value")]),
+        s + "attn.qkv.bias": torch.cat([w[f"{mha}{n}/bias"].flatten() for n in ("query", "key", "value")]),
+        s + "attn.proj.weight": w[mha + "out/kernel"].flatten(0, 1).T,
+        s + "attn.proj.bias": w[mha + "out/bias"],
+    }
     for ln, name in (("LayerNorm_0", "norm1"), ("LayerNorm_2", "norm2")):
         sd[s + name + ".weight"], sd[s + name + ".bias"] = w[f"{b}{ln}/scale"], w[f"{b}{ln}/bias"]
     for r in range(2):

@@ -1,4 +1,5 @@
 """Patch embedding E and the [class] token: z0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos (eq. 1)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """The Transformer encoder: z'_l = MSA(LN(z_{l-1})) + z_{l-1} (eq. 2), z_l = MLP(LN(z'_l)) + z'_l (eq. 3)."""
+
 from __future__ import annotations
 
 import torch
@@ -36,9 +37,20 @@ class DropPath(nn.Module):
 class EncoderBlock(nn.Module):
     """One pre-LN block (eq. 2-3). `norm_first=False` gives the original Transformer's post-LN block for comparison."""
 
-    def __init__(self, dim: int, heads: int, mlp_dim: int, dropout: float = 0.0, attn_dropout: float = 0.0,
-                 drop_path: float = 0.0, qkv_bias: bool = True, fused: bool = True, norm_first: bool = True,
-                 relative_tokens: int | None = None, eps: float = 1e-6):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        mlp_dim: int,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        drop_path: float = 0.0,
+        qkv_bias: bool = True,
+        fused: bool = True,
+        norm_first: bool = True,
+        relative_tokens: int | None = None,
+        eps: float = 1e-6,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.norm1 = nn.LayerNorm(dim, eps=eps)

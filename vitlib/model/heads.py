@@ -1,5 +1,6 @@
 """Classification heads (section 3.1-3.2): an MLP with one tanh hidden layer for pre-training, a zero-initialised
 D x K linear layer for fine-tuning."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,6 @@
-"""Hybrid architecture (section 3.1): the input sequence is a CNN feature map cut into 1x1 patches and projected by E."""
+"""Hybrid architecture (section 3.1): the input sequence is a CNN feature map cut into 1x1 patches and projected by
+E."""
+
 from __future__ import annotations
 
 import torch
@@ -21,8 +23,10 @@ def resnet_stem(name: str, stride: int, in_channels: int = 3) -> nn.Sequential:
     if name not in TORCHVISION_RESNETS:
         raise ValueError(f"unknown hybrid backbone {name!r}: choose one of {', '.join(TORCHVISION_RESNETS)}.")
     if stride not in _STAGE_STRIDES:
-        raise ValueError(f"a hybrid's patch size is the CNN's total stride and must be one of "
-                         f"{sorted(_STAGE_STRIDES)}, got {stride}.")
+        raise ValueError(
+            f"a hybrid's patch size is the CNN's total stride and must be one of "
+            f"{sorted(_STAGE_STRIDES)}, got {stride}."
+        )
     net = getattr(torchvision.models, name)(weights=None)
     if in_channels != 3:
         net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
@@ -65,11 +69,15 @@ def small_resnet_stem(name: str, stride: int, in_channels: int = 3) -> nn.Sequen
     total stride `stride` (1, 2 or 4): the feature map has w, 2w or 4w channels and (H/S, W/S) positions."""
     small = parse_small_resnet(name)
     if small is None:
-        raise ValueError(f"unknown small hybrid backbone {name!r}: use 'ResNet-<depth>[-w<width>]' with depth 6n+2 "
-                         f"(8, 14, 20, ...), e.g. 'ResNet-8' or 'ResNet-8-w8'.")
+        raise ValueError(
+            f"unknown small hybrid backbone {name!r}: use 'ResNet-<depth>[-w<width>]' with depth 6n+2 "
+            f"(8, 14, 20, ...), e.g. 'ResNet-8' or 'ResNet-8-w8'."
+        )
     if stride not in _SMALL_STAGES:
-        raise ValueError(f"a hybrid's patch size is the CNN's total stride: a small ResNet stem has stride "
-                         f"one of {sorted(_SMALL_STAGES)} (after stage 1, 2 or 3), got {stride}.")
+        raise ValueError(
+            f"a hybrid's patch size is the CNN's total stride: a small ResNet stem has stride "
+            f"one of {sorted(_SMALL_STAGES)} (after stage 1, 2 or 3), got {stride}."
+        )
     depth, width = small
     net = SmallResNet(depth, width, in_channels, num_classes=1)
     return nn.Sequential(*net.stem, *net.blocks[: (depth - 2) // 6 * _SMALL_STAGES[stride]])
@@ -82,6 +90,8 @@ def hybrid_stem(name: str, stride: int, in_channels: int = 3) -> nn.Sequential:
         return resnet_stem(name, stride, in_channels)
     if parse_small_resnet(name):
         return small_resnet_stem(name, stride, in_channels)
-    raise ValueError(f"unknown hybrid backbone {name!r}: choose one of {', '.join(TORCHVISION_RESNETS)} (torchvision, "
-                     f"for large images), or a small ResNet 'ResNet-<6n+2>[-w<width>]' such as 'ResNet-8' or "
-                     f"'ResNet-8-w8' (for 28/32 px images; the names R8+ViT-Micro/4 and R8-w8+ViT-Micro/4 build them).")
+    raise ValueError(
+        f"unknown hybrid backbone {name!r}: choose one of {', '.join(TORCHVISION_RESNETS)} (torchvision, "
+        f"for large images), or a small ResNet 'ResNet-<6n+2>[-w<width>]' such as 'ResNet-8' or "
+        f"'ResNet-8-w8' (for 28/32 px images; the names R8+ViT-Micro/4 and R8-w8+ViT-Micro/4 build them)."
+    )

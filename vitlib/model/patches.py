@@ -1,4 +1,6 @@
-"""Cutting an image into a sequence of flattened patches and back (section 3.1: x in R^{HxWxC} -> x_p in R^{N x (P^2 C)})."""
+"""Cutting an image into a sequence of flattened patches and back (section 3.1: x in R^{H x W x C} ->
+x_p in R^{N x (P^2 C)})."""
+
 from __future__ import annotations
 
 import torch

@@ -4,6 +4,7 @@ Kinds: "learned" (1D, the paper's default), "none", "learned2d" (X- and Y-embedd
 "sincos2d" (fixed 2D sine-cosine), "relative" (1D relative attention: a bias added to the attention logits,
 built in `vitlib.model.attention`; nothing is added to the tokens).
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,15 +17,22 @@ from .config import POS_EMBED_KINDS, check_pos_embed
 __all__ = ["POS_EMBED_KINDS", "PositionEmbedding", "resample_pos_embed", "sincos_2d"]
 
 
-def resample_pos_embed(pos_embed: torch.Tensor, new_grid: tuple[int, int], old_grid: tuple[int, int] | None = None,
-                       num_prefix_tokens: int = 1, mode: str = "bicubic") -> torch.Tensor:
+def resample_pos_embed(
+    pos_embed: torch.Tensor,
+    new_grid: tuple[int, int],
+    old_grid: tuple[int, int] | None = None,
+    num_prefix_tokens: int = 1,
+    mode: str = "bicubic",
+) -> torch.Tensor:
     """2D-interpolate (1, prefix + gh*gw, D) position embeddings to another patch grid (section 3.2); the prefix
     ([class]) rows are kept apart. `mode` 'bicubic' is timm's; the original release zooms linearly ('bilinear')."""
     prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
     n, dim = grid.shape[1], grid.shape[2]
     old_grid = square_grid(n, "patch position embeddings") if old_grid is None else tuple(old_grid)
     if old_grid[0] * old_grid[1] != n:
-        raise ValueError(f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} cells but there are {n} patch embeddings.")
+        raise ValueError(
+            f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} cells but there are {n} patch embeddings."
+        )
     if tuple(old_grid) == tuple(new_grid):
         return pos_embed
     grid = grid.reshape(1, *old_grid, dim).permute(0, 3, 1, 2).float()

@@ -35,11 +35,23 @@ class VisionTransformer(nn.Module):
         self.pos_embed = PositionEmbedding(c.pos_embed, self.patch_embed.grid, c.dim, c.num_prefix_tokens)
         self.dropout = nn.Dropout(c.dropout)
         rel = self.num_patches + c.num_prefix_tokens if c.pos_embed == "relative" else None
-        self.blocks = nn.ModuleList([
-            EncoderBlock(c.dim, c.heads, c.mlp_dim, c.dropout, c.attn_dropout, c.drop_path * i / max(c.depth - 1, 1),
-                         c.qkv_bias, c.fused, c.norm_first, rel)
-            for i in range(c.depth)
-        ])
+        self.blocks = nn.ModuleList(
+            [
+                EncoderBlock(
+                    c.dim,
+                    c.heads,
+                    c.mlp_dim,
+                    c.dropout,
+                    c.attn_dropout,
+                    c.drop_path * i / max(c.depth - 1, 1),
+                    c.qkv_bias,
+                    c.fused,
+                    c.norm_first,
+                    rel,
+                )
+                for i in range(c.depth)
+            ]
+        )
         self.norm = nn.LayerNorm(c.dim, eps=1e-6)
         self.head = ClassifierHead(c.dim, c.num_classes, hidden=c.head_hidden, zero_init=c.head_hidden is None)
         self._init_weights()
@@ -75,17 +87,23 @@ class VisionTransformer(nn.Module):
     def check_input(self, images: torch.Tensor) -> None:
         """Raise a clear error when images are not (B, C, H, W) of the size and channels the model was built for."""
         if images.ndim != 4:
-            raise ValueError(f"expected a batch of images (B, C, H, W), got a tensor of shape {tuple(images.shape)}; "
-                             f"for one image use images.unsqueeze(0).")
+            raise ValueError(
+                f"expected a batch of images (B, C, H, W), got a tensor of shape {tuple(images.shape)}; "
+                f"for one image use images.unsqueeze(0)."
+            )
         if images.shape[1] != self.in_channels:
-            raise ValueError(f"the model expects {self.in_channels}-channel images, got {images.shape[1]} channels: "
-                             f"convert the images (e.g. grayscale <-> RGB) or build the model with "
-                             f"in_channels={images.shape[1]}.")
+            raise ValueError(
+                f"the model expects {self.in_channels}-channel images, got {images.shape[1]} channels: "
+                f"convert the images (e.g. grayscale <-> RGB) or build the model with "
+                f"in_channels={images.shape[1]}."
+            )
         if tuple(images.shape[-2:]) != self.image_size:
             h, w = self.image_size
-            raise ValueError(f"the model was built for {h}x{w} images, got {images.shape[-2]}x{images.shape[-1]}: "
-                             f"resize the images (torchvision.transforms.v2.Resize(({h}, {w}))) or call "
-                             f"model.set_image_size({tuple(images.shape[-2:])}) to interpolate E_pos (section 3.2).")
+            raise ValueError(
+                f"the model was built for {h}x{w} images, got {images.shape[-2]}x{images.shape[-1]}: "
+                f"resize the images (torchvision.transforms.v2.Resize(({h}, {w}))) or call "
+                f"model.set_image_size({tuple(images.shape[-2:])}) to interpolate E_pos (section 3.2)."
+            )
 
     def patch_tokens(self, images: torch.Tensor) -> torch.Tensor:
         """x_p E: the embedded patches (B, N, D), checked to be images the model was built for."""
@@ -105,8 +123,10 @@ class VisionTransformer(nn.Module):
             return self.dropout(self.pos_embed(z))
         pos, prefix = self.pos_embed.embeddings(), self.num_prefix_tokens
         if pos is None:
-            raise ValueError(f"keeping some patches needs an absolute E_pos per patch; this model has "
-                             f"pos_embed={self.config.pos_embed!r}: use 'learned', 'learned2d' or 'sincos2d'.")
+            raise ValueError(
+                f"keeping some patches needs an absolute E_pos per patch; this model has "
+                f"pos_embed={self.config.pos_embed!r}: use 'learned', 'learned2d' or 'sincos2d'."
+            )
         x = torch.gather(x + pos[:, prefix:], 1, keep[..., None].expand(-1, -1, x.shape[-1]))
         if self.cls_token is not None:
             x = torch.cat([(self.cls_token.token + pos[:, :prefix]).expand(len(x), -1, -1), x], dim=1)
@@ -128,7 +148,7 @@ class VisionTransformer(nn.Module):
 
     def pool_features(self, z: torch.Tensor) -> torch.Tensor:
         """Eq. (4): y = LN(z_L^0) with the [class] token, or the mean of the patch tokens (GAP)."""
-        return z[:, 0] if self.pool == "cls" else z[:, self.num_prefix_tokens:].mean(dim=1)
+        return z[:, 0] if self.pool == "cls" else z[:, self.num_prefix_tokens :].mean(dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.pool_features(self.forward_features(images)))
@@ -164,8 +184,9 @@ class VisionTransformer(nn.Module):
         self.config = self.config.replace(image_size=size[0] if size[0] == size[1] else size)
 
 
-def create_model(name: str, num_classes: int = 1000, image_size: int = 224, in_channels: int = 3,
-                 **overrides) -> VisionTransformer:
+def create_model(
+    name: str, num_classes: int = 1000, image_size: int = 224, in_channels: int = 3, **overrides
+) -> VisionTransformer:
     """A model by name, e.g. create_model('ViT-B/16', num_classes=10, image_size=384); keyword overrides win."""
     options = {**parse_name(name), "num_classes": num_classes, "image_size": image_size, "in_channels": in_channels}
     return VisionTransformer(ViTConfig(**{**options, **overrides}))

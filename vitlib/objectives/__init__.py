@@ -20,5 +20,17 @@ def wrap(name: str, vit: VisionTransformer, mean=(0.0,), std=(1.0,)) -> nn.Modul
     return vit
 
 
-__all__ = ["MAE", "random_masking", "MaskedPatchPrediction", "corruption_plan", "mean_colour_targets", "OBJECTIVES",
-           "Classification", "SelfSupervised", "StepLoss", "get_objective", "objective_name", "wrap"]
+__all__ = [
+    "MAE",
+    "random_masking",
+    "MaskedPatchPrediction",
+    "corruption_plan",
+    "mean_colour_targets",
+    "OBJECTIVES",
+    "Classification",
+    "SelfSupervised",
+    "StepLoss",
+    "get_objective",
+    "objective_name",
+    "wrap",
+]

@@ -1,6 +1,7 @@
 """Masked autoencoder (He et al. 2021, "Masked Autoencoders Are Scalable Vision Learners"; the seeds' pointer after
 section 4.6): hide 75% of the patches, encode only the visible ones with the ViT, and let a light decoder, given
 the encoded patches and a shared [mask] token at every hidden position, reconstruct the hidden patches' pixels."""
+
 from __future__ import annotations
 
 import torch
@@ -27,15 +28,24 @@ class MAE(nn.Module):
 
     objective_name = "mae"  # what vitlib.objectives trains it with
 
-    def __init__(self, vit: VisionTransformer, ratio: float = 0.75, decoder_dim: int = 64, decoder_depth: int = 2,
-                 decoder_heads: int = 4, norm_pix: bool = True):
+    def __init__(
+        self,
+        vit: VisionTransformer,
+        ratio: float = 0.75,
+        decoder_dim: int = 64,
+        decoder_depth: int = 2,
+        decoder_heads: int = 4,
+        norm_pix: bool = True,
+    ):
         super().__init__()
         if not 0 < ratio < 1:
             raise ValueError(f"mask ratio must be between 0 and 1 (MAE uses 0.75), got {ratio}.")
         if vit.pos_embed.embeddings() is None:
-            raise ValueError(f"MAE drops hidden patches before the encoder, so each kept token needs its own absolute "
-                             f"E_pos: build the ViT with pos_embed 'learned', 'learned2d' or 'sincos2d', not "
-                             f"{vit.pos_embed.kind!r}.")
+            raise ValueError(
+                f"MAE drops hidden patches before the encoder, so each kept token needs its own absolute "
+                f"E_pos: build the ViT with pos_embed 'learned', 'learned2d' or 'sincos2d', not "
+                f"{vit.pos_embed.kind!r}."
+            )
         if vit.config.hybrid:
             raise ValueError("MAE hides pixel patches: use a pure ViT, not a hybrid.")
         self.vit, self.ratio, self.norm_pix = vit, ratio, norm_pix
@@ -45,8 +55,9 @@ class MAE(nn.Module):
         self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_dim))
         nn.init.normal_(self.mask_token, std=0.02)
         self.register_buffer("decoder_pos", sincos_2d(grid, decoder_dim)[None], persistent=False)
-        self.decoder = nn.ModuleList([EncoderBlock(decoder_dim, decoder_heads, 4 * decoder_dim)
-                                      for _ in range(decoder_depth)])
+        self.decoder = nn.ModuleList(
+            [EncoderBlock(decoder_dim, decoder_heads, 4 * decoder_dim) for _ in range(decoder_depth)]
+        )
         self.decoder_norm = nn.LayerNorm(decoder_dim, eps=1e-6)
         self.decoder_pred = nn.Linear(decoder_dim, p * p * c)
 
@@ -58,7 +69,7 @@ class MAE(nn.Module):
         """Encoded kept patches + [mask] at the hidden places, decoder E_pos (fixed sin-cos), blocks -> pixels per
         patch."""
         b, n = len(latent), self.grid[0] * self.grid[1]
-        x = self.decoder_embed(latent[:, self.vit.num_prefix_tokens:])
+        x = self.decoder_embed(latent[:, self.vit.num_prefix_tokens :])
         full = self.mask_token.to(x.dtype).expand(b, n, -1).clone()
         full.scatter_(1, keep[..., None].expand(-1, -1, x.shape[-1]), x)
         full = full + self.decoder_pos

@@ -1,6 +1,7 @@
 """Masked patch prediction, the paper's self-supervised objective (section 4.6, Appendix B.1.2): corrupt 50% of the
 patch embeddings (80% -> a learnable [mask] embedding, 10% -> a random other patch's embedding, 10% kept) and predict
 each corrupted patch's mean colour, quantised to 3 bits per channel (512 classes for RGB, 8 for grayscale)."""
+
 from __future__ import annotations
 
 import torch
@@ -14,15 +15,22 @@ def mean_colour_targets(images: torch.Tensor, patch_size: int, bits: int = 3) ->
     """The class of each patch's mean colour: every channel's mean in [0, 1] quantised to 2^bits levels, the channels
     combined as digits in base 2^bits. images (B, C, H, W) in [0, 1] -> (B, N) int64 in [0, 2^(bits C))."""
     b, c = images.shape[:2]
-    levels = 2 ** bits
+    levels = 2**bits
     means = patchify(images, patch_size).view(b, -1, patch_size * patch_size, c).mean(dim=2)  # (B, N, C)
     q = (means.clamp(0, 1) * levels).long().clamp_max(levels - 1)
     weights = levels ** torch.arange(c - 1, -1, -1, device=images.device)
     return (q * weights).sum(-1)
 
 
-def corruption_plan(batch: int, n: int, ratio: float = 0.5, mask: float = 0.8, random: float = 0.1,
-                    generator: torch.Generator | None = None, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def corruption_plan(
+    batch: int,
+    n: int,
+    ratio: float = 0.5,
+    mask: float = 0.8,
+    random: float = 0.1,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Which patches are corrupted and how: (corrupted (B, N) bool with round(ratio N) True per image,
     kind (B, N) int8: 0 kept, 1 [mask], 2 random other patch, 3 corrupted but kept as it is)."""
     k = round(ratio * n)
@@ -42,19 +50,29 @@ class MaskedPatchPrediction(nn.Module):
 
     objective_name = "mpp"  # what vitlib.objectives trains it with
 
-    def __init__(self, vit: VisionTransformer, ratio: float = 0.5, mask: float = 0.8, random: float = 0.1,
-                 bits: int = 3, mean=(0.0,), std=(1.0,)):
+    def __init__(
+        self,
+        vit: VisionTransformer,
+        ratio: float = 0.5,
+        mask: float = 0.8,
+        random: float = 0.1,
+        bits: int = 3,
+        mean=(0.0,),
+        std=(1.0,),
+    ):
         super().__init__()
         if not 0 < ratio <= 1 or mask < 0 or random < 0 or mask + random > 1:
-            raise ValueError(f"need 0 < ratio <= 1 and mask + random <= 1 (the rest are kept), got ratio={ratio}, "
-                             f"mask={mask}, random={random}.")
+            raise ValueError(
+                f"need 0 < ratio <= 1 and mask + random <= 1 (the rest are kept), got ratio={ratio}, "
+                f"mask={mask}, random={random}."
+            )
         if vit.config.hybrid:
             raise ValueError("masked patch prediction corrupts pixel patches: use a pure ViT, not a hybrid.")
         self.vit, self.ratio, self.mask_p, self.random_p, self.bits = vit, ratio, mask, random, bits
         dim = vit.config.dim
         self.mask_token = nn.Parameter(torch.zeros(1, 1, dim))
         nn.init.trunc_normal_(self.mask_token, std=0.02)
-        self.num_classes = (2 ** bits) ** vit.in_channels
+        self.num_classes = (2**bits) ** vit.in_channels
         self.predictor = nn.Linear(dim, self.num_classes)
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
@@ -79,7 +97,7 @@ class MaskedPatchPrediction(nn.Module):
         pixels = (images * self.std + self.mean).clamp(0, 1)
         targets = mean_colour_targets(pixels, self.vit.patch_embed.patch_size, self.bits)
         tokens, corrupted = self.corrupt(self.vit.patch_tokens(images), generator)
-        z = self.encode(tokens)[:, self.vit.num_prefix_tokens:]
+        z = self.encode(tokens)[:, self.vit.num_prefix_tokens :]
         logits = self.predictor(z[corrupted]).float()
         loss = F.cross_entropy(logits, targets[corrupted])
         return loss, (logits.argmax(-1) == targets[corrupted]).float().mean()

@@ -8,10 +8,10 @@ distance of every head, and attention rollout.
 
 What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.studies.embeddings`.
 """
+
 from __future__ import annotations
 
-import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -32,9 +32,11 @@ def _grid_of(model_or_grid) -> tuple[tuple[int, int], int, int]:
 def _check_weights(weights: torch.Tensor, grid: tuple[int, int], prefix: int) -> None:
     gh, gw = grid
     if weights.ndim != 4 or weights.shape[-1] != weights.shape[-2] or weights.shape[-1] != prefix + gh * gw:
-        raise ValueError(f"expected one layer's attention weights (B, heads, L, L) with L = {prefix} prefix + "
-                         f"{gh}x{gw} patches = {prefix + gh * gw}, got shape {tuple(weights.shape)}; get them from "
-                         f"model.attention_maps(images).")
+        raise ValueError(
+            f"expected one layer's attention weights (B, heads, L, L) with L = {prefix} prefix + "
+            f"{gh}x{gw} patches = {prefix + gh * gw}, got shape {tuple(weights.shape)}; get them from "
+            f"model.attention_maps(images)."
+        )
 
 
 # ------------------------------------------------------------------------------------------ Fig. 7 (right)
@@ -52,12 +54,13 @@ def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, mode
         _check_weights(w, grid, prefix)
         a = w[..., prefix:, prefix:].double()
         a = a / a.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-        out.append((a * dist.to(a.device)).sum(-1).mean(dim=(0, 2)))   # (heads,)
+        out.append((a * dist.to(a.device)).sum(-1).mean(dim=(0, 2)))  # (heads,)
     return torch.stack(out).float().cpu()
 
 
-def plot_attention_distance(distances: torch.Tensor, ax=None, label: str | None = None, image_size: int | None = None,
-                            **kwargs):
+def plot_attention_distance(
+    distances: torch.Tensor, ax=None, label: str | None = None, image_size: int | None = None, **kwargs
+):
     """Fig. 7 (right): one dot per head, mean attention distance (pixels) against the layer (network depth)."""
     distances = torch.as_tensor(distances)
     ax = ax if ax is not None else plt.figure(figsize=(4, 3.2), layout="constrained").add_subplot()
@@ -72,7 +75,9 @@ def plot_attention_distance(distances: torch.Tensor, ax=None, label: str | None 
 
 
 # ------------------------------------------------------------------------------- Fig. 6 / Appendix D.8
-def attention_rollout(weights: Sequence[torch.Tensor], add_residual: bool = True, head_fusion: str = "mean") -> torch.Tensor:
+def attention_rollout(
+    weights: Sequence[torch.Tensor], add_residual: bool = True, head_fusion: str = "mean"
+) -> torch.Tensor:
     """Attention rollout (Abnar & Zuidema 2020; Appendix D.8): fuse the heads of every layer (mean, as in the paper,
     or max / min), add the identity for the residual connection and renormalise the rows (A' = (A + I) / 2), then
     multiply the layers: R = A'_L ... A'_1. Returns (B, L, L): how much each output token draws on each input token."""
@@ -94,8 +99,9 @@ def attention_rollout(weights: Sequence[torch.Tensor], add_residual: bool = True
     return rollout.float()
 
 
-def rollout_maps(weights: Sequence[torch.Tensor], model_or_grid, add_residual: bool = True,
-                 head_fusion: str = "mean") -> torch.Tensor:
+def rollout_maps(
+    weights: Sequence[torch.Tensor], model_or_grid, add_residual: bool = True, head_fusion: str = "mean"
+) -> torch.Tensor:
     """The rolled-out attention of the [class] token (or, without one, the mean over patch tokens) on the patches,
     (B, gh, gw), each map scaled to sum to 1: what Fig. 6 overlays on the input images."""
     grid, _, prefix = _grid_of(model_or_grid)

@@ -15,6 +15,7 @@ so the attention logits and A v (4 L^2 D) are the only part that grows with the 
 Beware of units: torchvision's `weights.meta["_ops"]`, timm, fvcore and the DeiT paper quote multiply-adds (MACs)
 under the name "GFLOPs" (ViT-B/16: 17.6); in FLOPs, as here and in the ViT paper's exaFLOPs, that is twice as much.
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,11 +34,15 @@ def vit_flops(config: ViTConfig) -> dict[str, int]:
     """FLOPs of one forward pass of one image of a plain ViT, per part (see PARTS) and in 'total'. The number of
     heads does not change the count: the heads split D, they do not multiply the work."""
     if config.hybrid:
-        raise ValueError("vit_flops counts plain ViTs; for a hybrid, count the built model with model_flops(model), "
-                         "which measures the CNN stem.")
+        raise ValueError(
+            "vit_flops counts plain ViTs; for a hybrid, count the built model with model_flops(model), "
+            "which measures the CNN stem."
+        )
     if config.pos_embed == "relative":
-        raise ValueError("vit_flops does not count the relative-attention logits; use pos_embed='learned' (or another "
-                         "absolute kind) or FlopCounterMode.")
+        raise ValueError(
+            "vit_flops does not count the relative-attention logits; use pos_embed='learned' (or another "
+            "absolute kind) or FlopCounterMode."
+        )
     p, d, m = config.patch_size, config.dim, config.mlp_dim
     gh, gw = check_patch_size(config.image_size, p)
     n = gh * gw
@@ -51,8 +56,11 @@ def vit_flops(config: ViTConfig) -> dict[str, int]:
     }
     k, hidden = config.num_classes, config.head_hidden
     head = 0 if k <= 0 else 2 * (d * hidden + hidden * k) if hidden else 2 * d * k
-    out = {"patch_embed": 2 * n * (p * p * config.in_channels) * d,
-           **{name: config.depth * v for name, v in per_layer.items()}, "head": head}
+    out = {
+        "patch_embed": 2 * n * (p * p * config.in_channels) * d,
+        **{name: config.depth * v for name, v in per_layer.items()},
+        "head": head,
+    }
     out = {name: out[name] for name in PARTS}
     out["total"] = sum(out.values())
     return out
@@ -71,8 +79,9 @@ def model_flops(model: nn.Module | ViTConfig | str, **overrides) -> dict[str, in
             return hybrid_flops(model)
         model = model.config.replace(**overrides)
     else:
-        raise TypeError(f"expected a vitlib VisionTransformer, a ViTConfig or a model name, got "
-                        f"{type(model).__name__}.")
+        raise TypeError(
+            f"expected a vitlib VisionTransformer, a ViTConfig or a model name, got {type(model).__name__}."
+        )
     return {"stem": 0, **vit_flops(model)}
 
 
@@ -93,8 +102,11 @@ def hybrid_flops(model: VisionTransformer) -> dict[str, int]:
     """A hybrid counted as what section 3.1 says it is: the CNN (measured), then a plain ViT whose input "image" is
     the feature map (C' channels, H/S x W/S) cut into patches of size 1x1, so its patch embedding costs 2 N C' D."""
     embed = model.patch_embed
-    rest = vit_flops(model.config.replace(hybrid=None, image_size=tuple(embed.grid), patch_size=1,
-                                          in_channels=embed.feature_channels))
+    rest = vit_flops(
+        model.config.replace(
+            hybrid=None, image_size=tuple(embed.grid), patch_size=1, in_channels=embed.feature_channels
+        )
+    )
     stem = stem_flops(embed.backbone, model.config.image_size, model.config.in_channels)
     return {"stem": stem, **{k: v for k, v in rest.items() if k != "total"}, "total": stem + rest["total"]}
 
@@ -130,13 +142,15 @@ def parameter_count(config: ViTConfig | None = None, **options) -> int:
         return count_parameters(VisionTransformer(config))
 
 
-def width_for_parameters(target: int, depth: int, heads: int = 4, mlp_ratio: float = 2.0, max_dim: int = 4096,
-                         **shared) -> int:
+def width_for_parameters(
+    target: int, depth: int, heads: int = 4, mlp_ratio: float = 2.0, max_dim: int = 4096, **shared
+) -> int:
     """The width D (a multiple of `heads`, MLP size mlp_ratio * D) whose ViT of `depth` layers has the parameter count
     closest to `target`; the other sizes (image_size, patch_size, ...) come from `shared`."""
     if target < 1 or depth < 1 or heads < 1:
-        raise ValueError(f"target, depth and heads must be positive, got target={target}, depth={depth}, "
-                         f"heads={heads}.")
+        raise ValueError(
+            f"target, depth and heads must be positive, got target={target}, depth={depth}, heads={heads}."
+        )
     best, best_gap = heads, None
     for dim in range(heads, max_dim + 1, heads):
         n = parameter_count(**shared, dim=dim, depth=depth, heads=heads, mlp_ratio=mlp_ratio)
@@ -158,8 +172,9 @@ def depth_width_pair(deep: dict, shallow_depth: int, tolerance: float = 0.05, **
     if "dim" not in deep or "depth" not in deep:
         raise ValueError(f"`deep` needs at least dim and depth, got {sorted(deep)}.")
     if not 1 <= shallow_depth < deep["depth"]:
-        raise ValueError(f"shallow_depth must be at least 1 and below the deep model's depth {deep['depth']}, "
-                         f"got {shallow_depth}.")
+        raise ValueError(
+            f"shallow_depth must be at least 1 and below the deep model's depth {deep['depth']}, got {shallow_depth}."
+        )
     heads = deep.pop("heads", 4)
     ratio = deep["mlp_dim"] / deep["dim"] if "mlp_dim" in deep else deep.pop("mlp_ratio", 2.0)
     deep_cfg = vit_config(**shared, **deep, heads=heads, **({} if "mlp_dim" in deep else {"mlp_ratio": ratio}))
@@ -168,6 +183,8 @@ def depth_width_pair(deep: dict, shallow_depth: int, tolerance: float = 0.05, **
     wide_cfg = vit_config(**shared, dim=dim, depth=shallow_depth, heads=heads, mlp_ratio=ratio)
     gap = abs(parameter_count(wide_cfg) - target) / target
     if gap > tolerance:
-        raise ValueError(f"the closest shallow-wide model differs by {gap:.1%} in parameters (> tolerance "
-                         f"{tolerance:.0%}); change the sizes or raise tolerance.")
+        raise ValueError(
+            f"the closest shallow-wide model differs by {gap:.1%} in parameters (> tolerance "
+            f"{tolerance:.0%}); change the sizes or raise tolerance."
+        )
     return deep_cfg, wide_cfg

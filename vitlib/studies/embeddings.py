@@ -8,6 +8,7 @@ and the similarity of the position embeddings E_pos (Fig. 7, center, and Fig. 10
 `model` may be a `VisionTransformer`, its `PositionEmbedding`, or a tensor of embeddings ((N, D), (prefix + N, D) or
 (1, prefix + N, D)); the [class] token's embedding (the prefix) is left out, as in the paper's figure.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,10 +30,12 @@ def patch_position_embeddings(source, grid: tuple[int, int] | None = None) -> tu
     if isinstance(module, torch.nn.Module):
         emb = module.embeddings()
         if emb is None:
-            raise ValueError(f"position embeddings of kind {module.kind!r} add nothing to the tokens, so there is no "
-                             f"embedding to compare: use a model with 'learned', 'learned2d' or 'sincos2d'.")
+            raise ValueError(
+                f"position embeddings of kind {module.kind!r} add nothing to the tokens, so there is no "
+                f"embedding to compare: use a model with 'learned', 'learned2d' or 'sincos2d'."
+            )
         grid = tuple(module.grid) if grid is None else tuple(grid)
-        emb = emb[0, module.num_prefix_tokens:]
+        emb = emb[0, module.num_prefix_tokens :]
     else:
         emb = torch.as_tensor(source)
         if emb.ndim == 3:
@@ -74,13 +77,21 @@ def similarity_mosaic(similarity: torch.Tensor, pad: int = 1) -> np.ndarray:
     for i in range(n):
         r, c = divmod(i, gw)
         top, left = r * (gh + pad), c * (gw + pad)
-        out[top:top + gh, left:left + gw] = similarity[i].numpy()
+        out[top : top + gh, left : left + gw] = similarity[i].numpy()
     return out
 
 
-def plot_position_similarity(source, grid: tuple[int, int] | None = None, ax=None, title: str | None = None,
-                             pad: int = 1, colorbar: bool = True, cmap: str = "viridis", vmin: float | None = -1.0,
-                             vmax: float | None = 1.0):
+def plot_position_similarity(
+    source,
+    grid: tuple[int, int] | None = None,
+    ax=None,
+    title: str | None = None,
+    pad: int = 1,
+    colorbar: bool = True,
+    cmap: str = "viridis",
+    vmin: float | None = -1.0,
+    vmax: float | None = 1.0,
+):
     """Fig. 7 (center): for the patch in row r, column c, a tile showing the cosine similarity of its position
     embedding with those of all patches. One image on the Axes (`ax.images[0]`, the `similarity_mosaic`); returns ax.
     The colour scale is the paper's, -1 to 1; vmin=None / vmax=None fit it to the data instead."""
@@ -166,7 +177,7 @@ def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
         raise ValueError(f"a grid of {gh}x{gw} patches is too small to tell near from far patches.")
     x, y = dist[off], flat[off]
     x, y = x - x.mean(), y - y.mean()
-    denom = float((x.norm() * y.norm()))
+    denom = float(x.norm() * y.norm())
     others = flat.masked_fill(~off, float("-inf"))
     nearest = others.argmax(dim=1)
     touching = (cheb <= 1) & off
@@ -191,13 +202,13 @@ def embedding_filters(model, k: int = 28) -> tuple[torch.Tensor, torch.Tensor]:
     pe = model.patch_embed
     if not hasattr(pe, "conv_weight"):
         raise ValueError("a hybrid model has no pixel-space patch embedding: its E acts on CNN features (section 3.1).")
-    filters = pe.conv_weight().detach().float().cpu()            # (D, C, P, P)
+    filters = pe.conv_weight().detach().float().cpu()  # (D, C, P, P)
     d = filters.shape[0]
     flat = filters.reshape(d, -1)
     centred = flat - flat.mean(dim=0, keepdim=True)
-    _, s, vh = torch.linalg.svd(centred, full_matrices=False)    # rows of vh: principal directions in pixel space
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)  # rows of vh: principal directions in pixel space
     k = min(k, vh.shape[0])
-    share = s ** 2 / (s ** 2).sum()
+    share = s**2 / (s**2).sum()
     return vh[:k].reshape(k, *filters.shape[1:]), share[:k]
 
 
@@ -211,7 +222,9 @@ def plot_embedding_filters(model, k: int = 28, cols: int = 7, size: float = 0.9)
         if i < len(comps):
             c = comps[i]
             c = (c - c.min()) / (c.max() - c.min()).clamp_min(1e-12)
-            ax.imshow((c[0] if c.shape[0] == 1 else c.permute(1, 2, 0)).numpy(), cmap="gray" if c.shape[0] == 1 else None)
+            ax.imshow(
+                (c[0] if c.shape[0] == 1 else c.permute(1, 2, 0)).numpy(), cmap="gray" if c.shape[0] == 1 else None
+            )
             ax.set_title(f"{100 * share[i]:.0f}%", fontsize=6)
     fig.suptitle("Principal components of the patch embedding E", fontsize=9)
     return fig

@@ -1,15 +1,16 @@
 """The paper's claims in miniature: run each condition over several seeds, keep every number with the parameters that
 made it (JSON and CSV in the run folder), summarise as mean ± std, compare two conditions, and write the table of
 claim / paper's number / our number / verdict."""
+
 from __future__ import annotations
 
 import dataclasses
 import json
 import platform
 import time
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
 
 import torch
 
@@ -33,8 +34,13 @@ def new_run_folder(root: str | Path, name: str) -> Path:
 def train_metrics(result) -> dict:
     """The numbers of a finished `vitlib.train.train` run that an experiment keeps."""
     final = result.final
-    out = {"train_acc": final.get("train_acc"), "train_loss": final.get("train_loss"), "epochs": final.get("epoch"),
-           "train_time_s": final.get("time_s"), "params": count_parameters(result.model)}
+    out = {
+        "train_acc": final.get("train_acc"),
+        "train_loss": final.get("train_loss"),
+        "epochs": final.get("epoch"),
+        "train_time_s": final.get("time_s"),
+        "params": count_parameters(result.model),
+    }
     for split in ("val", "test"):
         if f"{split}_acc" in final:
             out[f"{split}_acc"] = final[f"{split}_acc"]
@@ -51,7 +57,7 @@ class Experiment:
         self.out = Path(out) if out else None
         self.rows: list[dict] = []
         self.verdicts: list[dict] = []
-        self.fields: dict[str, dict] = {}   # condition -> the fields its rows were run with (e.g. fraction=0.1)
+        self.fields: dict[str, dict] = {}  # condition -> the fields its rows were run with (e.g. fraction=0.1)
 
     # ------------------------------------------------------------------------------------------------ running
     def add(self, condition: str, seed: int, metrics: dict, **fields) -> dict:
@@ -103,15 +109,26 @@ class Experiment:
                 continue
             vals = [r[metric] for r in rows]
             m, s = mean_std(vals)
-            out.append({**self.fields.get(cond, {}), "condition": cond, "metric": metric, "n": len(vals), "mean": m, "std": s,
-                        "min": min(vals), "max": max(vals)})
+            out.append(
+                {
+                    **self.fields.get(cond, {}),
+                    "condition": cond,
+                    "metric": metric,
+                    "n": len(vals),
+                    "mean": m,
+                    "std": s,
+                    "min": min(vals),
+                    "max": max(vals),
+                }
+            )
         return out
 
-    def compare(self, a: str, b: str, metric: str = "test_acc", expect: str = "greater", tolerance: float = 0.0) -> dict:
+    def compare(
+        self, a: str, b: str, metric: str = "test_acc", expect: str = "greater", tolerance: float = 0.0
+    ) -> dict:
         """Difference a - b of `metric`, its standard error, and the verdict on the claim 'a <expect> b'."""
         d, se = difference(self.values(a, metric), self.values(b, metric))
-        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se,
-                "verdict": verdict(d, se, expect, tolerance)}
+        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se, "verdict": verdict(d, se, expect, tolerance)}
 
     def claim(self, claim: str, paper: str, ours: str, verdict: str, why: str = "") -> dict:
         """Add a row of the closing table (saved with the results)."""
@@ -126,15 +143,29 @@ class Experiment:
         """The closing table as Markdown (display with IPython.display.Markdown)."""
         lines = ["| claim | paper | ours (mean ± std over seeds) | verdict | why |", "|---|---|---|---|---|"]
         for v in self.verdicts:
-            lines.append("| " + " | ".join(str(v[k]).replace("|", "/") for k in ("claim", "paper", "ours", "verdict", "why")) + " |")
+            lines.append(
+                "| "
+                + " | ".join(str(v[k]).replace("|", "/") for k in ("claim", "paper", "ours", "verdict", "why"))
+                + " |"
+            )
         return "\n".join(lines)
 
     # ---------------------------------------------------------------------------------------------- files
     def to_dict(self) -> dict:
-        return {"experiment": self.name, "vitlib": __version__, "torch": torch.__version__,
-                "python": platform.python_version(), "machine": platform.machine(), "threads": torch.get_num_threads(),
-                "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"), "params": self.params,
-                "fields": self.fields, "rows": self.rows, "summary": {m: self.summary(m) for m in self._metrics()}, "verdicts": self.verdicts}
+        return {
+            "experiment": self.name,
+            "vitlib": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "threads": torch.get_num_threads(),
+            "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "params": self.params,
+            "fields": self.fields,
+            "rows": self.rows,
+            "summary": {m: self.summary(m) for m in self._metrics()},
+            "verdicts": self.verdicts,
+        }
 
     def _metrics(self) -> list[str]:
         return [m for m in ("test_acc", "val_acc") if any(r.get(m) is not None for r in self.rows)]
@@ -149,7 +180,7 @@ class Experiment:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Experiment":
+    def load(cls, path: str | Path) -> Experiment:
         data = json.loads(Path(path).read_text())
         exp = cls(data["experiment"], None, data.get("params"))
         exp.rows, exp.verdicts, exp.fields = data["rows"], data.get("verdicts", []), data.get("fields", {})
@@ -157,14 +188,23 @@ class Experiment:
         return exp
 
     # --------------------------------------------------------------------------------------------- plotting
-    def errorbar(self, ax, x: str, metric: str = "test_acc", conditions: Iterable[str] | None = None,
-                 label: str | None = None, **kwargs):
+    def errorbar(
+        self,
+        ax,
+        x: str,
+        metric: str = "test_acc",
+        conditions: Iterable[str] | None = None,
+        label: str | None = None,
+        **kwargs,
+    ):
         """Mean ± std of `metric` against the row field `x` (e.g. fraction), over the given conditions, as one line."""
         chosen = list(conditions) if conditions is not None else self.conditions()
         pts = []
         for cond in chosen:
             if x not in self.fields.get(cond, {}):
-                raise KeyError(f"condition {cond!r} was not run with the field {x!r} (its fields: {self.fields.get(cond)}).")
+                raise KeyError(
+                    f"condition {cond!r} was not run with the field {x!r} (its fields: {self.fields.get(cond)})."
+                )
             m, s = mean_std(self.values(cond, metric))
             pts.append((self.fields[cond][x], m, s))
         pts.sort()

@@ -19,6 +19,7 @@ N = HW / P^2 grows. What changes is E_pos, one row per patch, and `pos_interp` p
 
 The [class] token's own position embedding (the prefix) is kept in every case.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,9 +46,15 @@ def resample_pos_embed_1d(pos_embed: torch.Tensor, new_num_patches: int, num_pre
     return torch.cat([prefix, seq.transpose(1, 2).to(pos_embed.dtype)], dim=1)
 
 
-def fresh_pos_embed(pos_embed: torch.Tensor, new_num_patches: int, num_prefix_tokens: int = 1,
-                    generator: torch.Generator | None = None, std: float = 0.02) -> torch.Tensor:
-    """The other baseline: keep the prefix ([class]) rows, draw N' new patch rows from N(0, std^2) as at initialisation."""
+def fresh_pos_embed(
+    pos_embed: torch.Tensor,
+    new_num_patches: int,
+    num_prefix_tokens: int = 1,
+    generator: torch.Generator | None = None,
+    std: float = 0.02,
+) -> torch.Tensor:
+    """The other baseline: keep the prefix ([class]) rows, draw N' new patch rows from N(0, std^2) as at
+    initialisation."""
     prefix = pos_embed[:, :num_prefix_tokens]
     new = torch.randn(1, new_num_patches, pos_embed.shape[-1], generator=generator) * std
     return torch.cat([prefix, new.to(pos_embed.device, pos_embed.dtype)], dim=1)
@@ -56,7 +63,9 @@ def fresh_pos_embed(pos_embed: torch.Tensor, new_num_patches: int, num_prefix_to
 def replace_head(model: VisionTransformer, num_classes: int) -> VisionTransformer:
     """Section 3.2: drop the pre-training head (MLP or linear) for a zero-initialised D x K linear layer, in place."""
     if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(f"num_classes must be a positive int (K, the classes of the fine-tuning task), got {num_classes!r}.")
+        raise ValueError(
+            f"num_classes must be a positive int (K, the classes of the fine-tuning task), got {num_classes!r}."
+        )
     device = next(model.parameters()).device
     model.head = finetuning_head(model.config.dim, num_classes).to(device)
     model.config = model.config.replace(num_classes=num_classes, head_hidden=None)
@@ -64,8 +73,14 @@ def replace_head(model: VisionTransformer, num_classes: int) -> VisionTransforme
 
 
 @torch.no_grad()
-def prepare_for_finetuning(model: VisionTransformer, num_classes: int, image_size: int | tuple[int, int] | None = None,
-                           pos_interp: str = "2d", mode: str = "bicubic", seed: int = 0) -> VisionTransformer:
+def prepare_for_finetuning(
+    model: VisionTransformer,
+    num_classes: int,
+    image_size: int | tuple[int, int] | None = None,
+    pos_interp: str = "2d",
+    mode: str = "bicubic",
+    seed: int = 0,
+) -> VisionTransformer:
     """A copy of the pre-trained `model` ready to fine-tune (section 3.2): a zero-initialised D x K head and, when
     `image_size` is given, the same patch size P at the new resolution, with E_pos made by `pos_interp` (see the module
     docstring: "2d" the paper's, "1d" and "fresh" baselines). `mode` is the 2D interpolation ("bicubic", as
@@ -74,8 +89,10 @@ def prepare_for_finetuning(model: VisionTransformer, num_classes: int, image_siz
     if not isinstance(model, VisionTransformer):
         raise TypeError(f"expected a vitlib VisionTransformer, got {type(model).__name__}.")
     if pos_interp not in POS_INTERPOLATIONS:
-        raise ValueError(f"unknown pos_interp {pos_interp!r}: choose one of {', '.join(POS_INTERPOLATIONS)} "
-                         f"('2d' is the paper's 2D interpolation, the others are baselines).")
+        raise ValueError(
+            f"unknown pos_interp {pos_interp!r}: choose one of {', '.join(POS_INTERPOLATIONS)} "
+            f"('2d' is the paper's 2D interpolation, the others are baselines)."
+        )
     if mode not in ("bicubic", "bilinear", "nearest"):
         raise ValueError(f"unknown interpolation mode {mode!r}: choose bicubic, bilinear or nearest.")
     kind = model.pos_embed.kind
@@ -86,11 +103,15 @@ def prepare_for_finetuning(model: VisionTransformer, num_classes: int, image_siz
         try:
             new_grid = check_patch_size(size, model.patch_embed.patch_size)
         except ValueError as err:
-            raise ValueError(f"cannot fine-tune at {size[0]}x{size[1]}: the patch size P={model.patch_embed.patch_size} "
-                             f"stays the same (section 3.2), so the image sides must be multiples of it ({err}).") from None
+            raise ValueError(
+                f"cannot fine-tune at {size[0]}x{size[1]}: the patch size P={model.patch_embed.patch_size} "
+                f"stays the same (section 3.2), so the image sides must be multiples of it ({err})."
+            ) from None
     if pos_interp != "2d" and kind != "learned":
-        raise ValueError(f"pos_interp={pos_interp!r} is a baseline for learned 1D position embeddings; this model has "
-                         f"pos_embed={kind!r}: use pos_interp='2d'.")
+        raise ValueError(
+            f"pos_interp={pos_interp!r} is a baseline for learned 1D position embeddings; this model has "
+            f"pos_embed={kind!r}: use pos_interp='2d'."
+        )
     model = copy.deepcopy(model)
     replace_head(model, num_classes)
     if image_size is None or tuple(size) == tuple(model.image_size):

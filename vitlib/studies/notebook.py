@@ -5,6 +5,7 @@ Papermill only warns about a parameter the notebook does not declare and injects
 (`name: type = default  # help`) from that cell's source and the names papermill injected (the cell that starts
 with '# Parameters'), and returns the parameters as a dict.
 """
+
 from __future__ import annotations
 
 import ast
@@ -31,8 +32,13 @@ def declared_parameters(source: str) -> dict[str, type | None]:
 
 
 def assigned_names(source: str) -> list[str]:
-    return [t.id for node in ast.parse(source).body if isinstance(node, (ast.Assign, ast.AnnAssign))
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+    return [
+        t.id
+        for node in ast.parse(source).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    ]
 
 
 def _type_ok(value, expected: type) -> bool:
@@ -53,25 +59,33 @@ def check_parameters(history: list[str], namespace: dict) -> dict:
         return {}
     # cells[-1] is the cell calling this; before it, papermill's injected cell (if any), before that the parameters cell
     injected = cells[-2] if len(cells) >= 2 and cells[-2].lstrip().startswith("# Parameters") else None
-    before = cells[:-2] if injected is not None else cells[:-1]  # papermill injects at the top when there is no parameters cell
+    before = (
+        cells[:-2] if injected is not None else cells[:-1]
+    )  # papermill injects at the top when there is no parameters cell
     params_src = before[-1] if before else ""
     try:
         declared = declared_parameters(params_src)
     except SyntaxError:
         declared = {}
     if not declared:
-        raise ParameterError("run the notebook's parameters cell right before this cell (it declares `name: type = value`).")
+        raise ParameterError(
+            "run the notebook's parameters cell right before this cell (it declares `name: type = value`)."
+        )
     for name in assigned_names(injected) if injected else []:
         if name not in declared:
             close = difflib.get_close_matches(name, declared, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ParameterError(f"unknown parameter {name!r}.{hint} This notebook's parameters are: "
-                                 + ", ".join(f"{n} ({t.__name__ if t else 'any'})" for n, t in declared.items())
-                                 + ". See them with: papermill --help-notebook <notebook>.")
+            raise ParameterError(
+                f"unknown parameter {name!r}.{hint} This notebook's parameters are: "
+                + ", ".join(f"{n} ({t.__name__ if t else 'any'})" for n, t in declared.items())
+                + ". See them with: papermill --help-notebook <notebook>."
+            )
     for name, expected in declared.items():
         value = namespace.get(name)
         if expected is not None and not _type_ok(value, expected):
-            raise ParameterError(f"parameter {name!r} must be of type {expected.__name__}, got {value!r} "
-                                 f"({type(value).__name__}). With papermill: -p {name} <value> (numbers are parsed), "
-                                 f"or -r {name} <value> for a raw string.")
+            raise ParameterError(
+                f"parameter {name!r} must be of type {expected.__name__}, got {value!r} "
+                f"({type(value).__name__}). With papermill: -p {name} <value> (numbers are parsed), "
+                f"or -r {name} <value> for a raw string."
+            )
     return {name: namespace[name] for name in declared}

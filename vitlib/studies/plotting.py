@@ -4,6 +4,7 @@ Each function draws on one matplotlib Axes and returns it, so a notebook can che
 lines carry the gid `PATCH_GRID_GID` (H/P - 1 + W/P - 1 of them) and `show_patch_sequence` draws one image per patch
 (`len(ax.images) == N`).
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -39,8 +40,15 @@ def _imshow(ax, arr: np.ndarray, **kwargs):
     return ax.imshow(arr, **kwargs)
 
 
-def show_patch_grid(image, patch_size: int, ax=None, numbers: bool | None = None, color: str = "tab:red",
-                    linewidth: float = 1.0, title: str | None = None):
+def show_patch_grid(
+    image,
+    patch_size: int,
+    ax=None,
+    numbers: bool | None = None,
+    color: str = "tab:red",
+    linewidth: float = 1.0,
+    title: str | None = None,
+):
     """Draw an image with lines between its P x P patches; `numbers` writes each patch's position in the sequence
     (row-major, as `vitlib.patchify`) in its corner (default: when there are at most 64 patches)."""
     arr = to_display(image)
@@ -54,8 +62,16 @@ def show_patch_grid(image, patch_size: int, ax=None, numbers: bool | None = None
     if numbers if numbers is not None else gh * gw <= 64:
         for r in range(gh):
             for c in range(gw):
-                ax.text(c * patch_size - 0.3, r * patch_size - 0.3, str(r * gw + c), color="yellow", fontsize=7,
-                        ha="left", va="top", bbox=dict(facecolor="black", alpha=0.6, pad=0.8, linewidth=0))
+                ax.text(
+                    c * patch_size - 0.3,
+                    r * patch_size - 0.3,
+                    str(r * gw + c),
+                    color="yellow",
+                    fontsize=7,
+                    ha="left",
+                    va="top",
+                    bbox=dict(facecolor="black", alpha=0.6, pad=0.8, linewidth=0),
+                )
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
@@ -68,14 +84,23 @@ def grid_lines(ax) -> int:
     return sum(line.get_gid() == PATCH_GRID_GID for line in ax.lines)
 
 
-def show_patch_sequence(patches: torch.Tensor, patch_size: int, per_row: int | None = None, ax=None,
-                        gap: float = 0.25, numbers: bool | None = None, title: str | None = None):
+def show_patch_sequence(
+    patches: torch.Tensor,
+    patch_size: int,
+    per_row: int | None = None,
+    ax=None,
+    gap: float = 0.25,
+    numbers: bool | None = None,
+    title: str | None = None,
+):
     """Draw one image's flattened patches (N, P*P*C) as the sequence the Transformer reads: patch 0, 1, ..., N-1,
     `per_row` to a row (default: all in one row). Each patch is unflattened in vitlib's (p1 p2 c) order and drawn as
     its own image. `numbers` labels every patch (default: when N <= 64), otherwise the first patch of each row."""
     patches = patches.detach().cpu()
     if patches.ndim != 2 or patches.shape[1] % (patch_size * patch_size):
-        raise ValueError(f"expected one image's patches (N, P*P*C) with P={patch_size}, got shape {tuple(patches.shape)}.")
+        raise ValueError(
+            f"expected one image's patches (N, P*P*C) with P={patch_size}, got shape {tuple(patches.shape)}."
+        )
     n = patches.shape[0]
     channels = patches.shape[1] // (patch_size * patch_size)
     per_row = n if per_row is None else max(1, min(per_row, n))
@@ -108,6 +133,7 @@ def _rows(history) -> list[dict]:
         return list(history.history)
     if isinstance(history, (str, bytes)) or hasattr(history, "__fspath__"):
         import csv
+
         with open(history, newline="") as f:
             return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
     return list(history)
@@ -131,8 +157,9 @@ def plot_history(history, axes=None, label: str | None = None, x: str = "epoch")
         for split, style in (("train", "-"), ("val", "--"), ("test", ":")):
             key = f"{split}_{metric}"
             if all(key in r for r in rows):
-                line, = ax.plot(xs, [r[key] for r in rows], style, marker="o", markersize=3, label=prefix + split,
-                                color=color)
+                (line,) = ax.plot(
+                    xs, [r[key] for r in rows], style, marker="o", markersize=3, label=prefix + split, color=color
+                )
                 color = line.get_color() if label else None
         ax.set_xlabel(x)
         ax.set_ylabel({"loss": "cross-entropy loss", "acc": "accuracy"}[metric])
@@ -166,8 +193,15 @@ def plot_confusion_matrix(counts: torch.Tensor, class_names: list[str], ax=None,
             value = shown[i, j].item()
             if value > 0:
                 text = f"{value:.2f}" if normalize else f"{int(value)}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=6,
-                        color="white" if value > 0.6 * shown.max().item() else "black")
+                ax.text(
+                    j,
+                    i,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if value > 0.6 * shown.max().item() else "black",
+                )
     ax.figure.colorbar(im, ax=ax, shrink=0.8)
     return ax
 
@@ -179,7 +213,9 @@ def show_images(images: torch.Tensor, titles: list[str] | None = None, cols: int
         raise ValueError("no images to show.")
     cols = min(cols, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.35) * rows), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(size * cols, (size + 0.35) * rows), squeeze=False, layout="constrained"
+    )
     for k, ax in enumerate(axes.flat):
         ax.axis("off")
         if k < n:
@@ -190,14 +226,22 @@ def show_images(images: torch.Tensor, titles: list[str] | None = None, cols: int
 
 
 # ------------------------------------------------------------------------------------------------ attention maps
-def show_attention_matrix(weights, labels: list[str] | None = None, ax=None, title: str | None = None,
-                          colorbar: bool = True, vmax: float | None = 1.0):
+def show_attention_matrix(
+    weights,
+    labels: list[str] | None = None,
+    ax=None,
+    title: str | None = None,
+    colorbar: bool = True,
+    vmax: float | None = 1.0,
+):
     """Draw one attention matrix A (L, L): row i = query token i, column j = key token j, A[i, j] = how much token i
     takes from token j (each row sums to 1). `labels` names the tokens on both axes. The AxesImage holds A itself."""
     arr = weights.detach().cpu().double().numpy() if isinstance(weights, torch.Tensor) else np.asarray(weights, float)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-        raise ValueError(f"expected one square attention matrix (L, L), got shape {arr.shape}; pick a batch "
-                         f"element and a head first, e.g. weights[0, 0].")
+        raise ValueError(
+            f"expected one square attention matrix (L, L), got shape {arr.shape}; pick a batch "
+            f"element and a head first, e.g. weights[0, 0]."
+        )
     if labels is not None and len(labels) != arr.shape[0]:
         raise ValueError(f"{len(labels)} labels for {arr.shape[0]} tokens.")
     ax = ax if ax is not None else plt.figure(figsize=(4.4, 3.8), layout="constrained").add_subplot()
@@ -221,25 +265,39 @@ def cls_attention_grid(weights: torch.Tensor, grid: tuple[int, int], num_prefix_
     prefix tokens)."""
     gh, gw = grid
     if weights.shape[-1] != num_prefix_tokens + gh * gw or weights.shape[-2] != weights.shape[-1]:
-        raise ValueError(f"attention weights of shape {tuple(weights.shape)} do not fit {num_prefix_tokens} prefix "
-                         f"token(s) + a {gh}x{gw} grid of patches (L = {num_prefix_tokens + gh * gw}).")
+        raise ValueError(
+            f"attention weights of shape {tuple(weights.shape)} do not fit {num_prefix_tokens} prefix "
+            f"token(s) + a {gh}x{gw} grid of patches (L = {num_prefix_tokens + gh * gw})."
+        )
     return weights[..., 0, num_prefix_tokens:].reshape(*weights.shape[:-2], gh, gw)
 
 
-def show_attention_overlay(image, attention: torch.Tensor, ax=None, alpha: float = 0.55, cmap: str = "inferno",
-                           title: str | None = None):
+def show_attention_overlay(
+    image, attention: torch.Tensor, ax=None, alpha: float = 0.55, cmap: str = "inferno", title: str | None = None
+):
     """An image with an attention map over it: `attention` (grid_h, grid_w), e.g. from `cls_attention_grid`, is
     stretched over the whole image (one cell per patch, no smoothing) and scaled to its own maximum. Two AxesImages:
     the image, then the map (its array is the map as given)."""
     arr = to_display(image)
-    att = attention.detach().cpu().double().numpy() if isinstance(attention, torch.Tensor) else np.asarray(attention, float)
+    att = (
+        attention.detach().cpu().double().numpy()
+        if isinstance(attention, torch.Tensor)
+        else np.asarray(attention, float)
+    )
     if att.ndim != 2:
         raise ValueError(f"expected one attention map (grid_h, grid_w), got shape {att.shape}.")
     ax = ax if ax is not None else plt.figure(figsize=(2.6, 2.6), layout="constrained").add_subplot()
     h, w = arr.shape[:2]
     _imshow(ax, arr)
-    ax.imshow(att, cmap=cmap, alpha=alpha, extent=(-0.5, w - 0.5, h - 0.5, -0.5), interpolation="nearest",
-              vmin=0.0, vmax=max(float(att.max()), 1e-12))
+    ax.imshow(
+        att,
+        cmap=cmap,
+        alpha=alpha,
+        extent=(-0.5, w - 0.5, h - 0.5, -0.5),
+        interpolation="nearest",
+        vmin=0.0,
+        vmax=max(float(att.max()), 1e-12),
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     if title:

@@ -1,5 +1,6 @@
 """Linear evaluation of a frozen representation (section 4.1 'few-shot / linear' results, section 4.6): the pooled
 features y = LN(z_L^0) of a fixed ViT, then a linear classifier fitted on top with L-BFGS and an L2 penalty."""
+
 from __future__ import annotations
 
 import torch
@@ -10,11 +11,14 @@ from ..data import Dataset, TensorLoader, TensorSplit
 
 
 @torch.no_grad()
-def extract_features(model: nn.Module, split: TensorSplit, data: Dataset, batch_size: int = 512,
-                     device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def extract_features(
+    model: nn.Module, split: TensorSplit, data: Dataset, batch_size: int = 512, device: str | torch.device = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(features (N, D), labels (N,)) of a split, from `model.pool_features(model.forward_features(x))`."""
     if not isinstance(split, TensorSplit):
-        raise TypeError("extract_features works on in-memory splits (TensorSplit); for image folders, load a subset first.")
+        raise TypeError(
+            "extract_features works on in-memory splits (TensorSplit); for image folders, load a subset first."
+        )
     was = model.training
     model.eval().to(device)
     loader = TensorLoader(split, batch_size, data.mean, data.std, device=device)
@@ -26,8 +30,14 @@ def extract_features(model: nn.Module, split: TensorSplit, data: Dataset, batch_
     return torch.cat(feats), torch.cat(labels)
 
 
-def linear_probe(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor,
-                 l2: float = 1e-4, steps: int = 100) -> dict:
+def linear_probe(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    l2: float = 1e-4,
+    steps: int = 100,
+) -> dict:
     """Fit softmax regression on standardised features (full batch, L-BFGS); returns train and test accuracy."""
     if len(train_x) != len(train_y) or len(test_x) != len(test_y):
         raise ValueError("features and labels differ in length.")
@@ -45,5 +55,7 @@ def linear_probe(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Ten
 
     opt.step(closure)
     with torch.no_grad():
-        return {"train_acc": (layer(a).argmax(1) == train_y).float().mean().item(),
-                "test_acc": (layer(b).argmax(1) == test_y).float().mean().item()}
+        return {
+            "train_acc": (layer(a).argmax(1) == train_y).float().mean().item(),
+            "test_acc": (layer(b).argmax(1) == test_y).float().mean().item(),
+        }

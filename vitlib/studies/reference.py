@@ -22,16 +22,19 @@ def load_reference_vit(path) -> tuple[torch.nn.Module, tuple[float, ...], tuple[
     dict `.pth` (e.g. vit_b_16's IMAGENET1K_V1 file; ImageNet mean and std) or a timm state dict `.pth` ([-1, 1])."""
     path = Path(path).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"no weight file at {path}: pass the path of a ViT .npz (e.g. ViT-B_16.npz) or a "
-                                f"torchvision / timm state dict .pth, downloaded beforehand.")
+        raise FileNotFoundError(
+            f"no weight file at {path}: pass the path of a ViT .npz (e.g. ViT-B_16.npz) or a "
+            f"torchvision / timm state dict .pth, downloaded beforehand."
+        )
     half = (0.5, 0.5, 0.5)
     if path.suffix == ".npz":
         return from_jax_npz(path).eval(), half, half
     try:
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # pickle errors, a truncated file, ...
-        raise ValueError(f"{path} could not be read as a PyTorch state dict ({err}); an original ViT checkpoint "
-                         f"must end in .npz.") from err
+        raise ValueError(
+            f"{path} could not be read as a PyTorch state dict ({err}); an original ViT checkpoint must end in .npz."
+        ) from err
     for key in ("model", "state_dict"):  # training checkpoints often wrap the weights
         if isinstance(sd, dict) and isinstance(sd.get(key), dict):
             sd = sd[key]
@@ -48,26 +51,39 @@ def load_reference_vit(path) -> tuple[torch.nn.Module, tuple[float, ...], tuple[
         depth = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
         heads = heads_for_width(dim)
         if heads is None:
-            raise ValueError(f"{path}: a timm ViT of width {dim} is not a size of Table 1, so its number of heads "
-                             f"cannot be read from the weights; convert it with vitlib.from_timm(model) instead.")
-        timm_model = TimmViT(img_size=side * patch, patch_size=patch, in_chans=conv.shape[1], embed_dim=dim,
-                             depth=depth, num_heads=heads,
-                             mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
-                             num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0)
+            raise ValueError(
+                f"{path}: a timm ViT of width {dim} is not a size of Table 1, so its number of heads "
+                f"cannot be read from the weights; convert it with vitlib.from_timm(model) instead."
+            )
+        timm_model = TimmViT(
+            img_size=side * patch,
+            patch_size=patch,
+            in_chans=conv.shape[1],
+            embed_dim=dim,
+            depth=depth,
+            num_heads=heads,
+            mlp_ratio=sd["blocks.0.mlp.fc1.weight"].shape[0] / dim,
+            num_classes=sd["head.weight"].shape[0] if "head.weight" in sd else 0,
+        )
         timm_model.load_state_dict(sd)
         return from_timm(timm_model).eval(), half, half
-    raise ValueError(f"{path} is neither a torchvision ViT state dict (conv_proj.weight) nor a timm one "
-                     f"(patch_embed.proj.weight); its first keys are {sorted(sd)[:4]}.")
+    raise ValueError(
+        f"{path} is neither a torchvision ViT state dict (conv_proj.weight) nor a timm one "
+        f"(patch_embed.proj.weight); its first keys are {sorted(sd)[:4]}."
+    )
 
 
-def load_image_folder(folder, image_size: int, mean, std, limit: int = 16) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+def load_image_folder(
+    folder, image_size: int, mean, std, limit: int = 16
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """Up to `limit` images of a folder (searched recursively, sorted by path), RGB, the shorter side resized to
     `image_size` and centre-cropped to a square. Returns (images in [0, 1] for display, the same normalised with
     (mean, std) for the model, the file names), images (B, 3, S, S)."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise FileNotFoundError(f"no folder {folder}: image_folder must name a folder of image files "
-                                f"({', '.join(IMAGE_SUFFIXES)}).")
+        raise FileNotFoundError(
+            f"no folder {folder}: image_folder must name a folder of image files ({', '.join(IMAGE_SUFFIXES)})."
+        )
     files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)[:limit]
     if not files:
         raise ValueError(f"{folder} holds no image files ({', '.join(IMAGE_SUFFIXES)}).")

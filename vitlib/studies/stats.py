@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Iterable
+from collections.abc import Iterable
 
 VERDICTS = ("reproduced", "partly", "not reproduced")
 
@@ -29,7 +29,7 @@ def difference(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
     """mean(a) - mean(b) and its standard error sqrt(s_a^2/n_a + s_b^2/n_b) (Welch), from independent seeds."""
     a, b = list(a), list(b)
     (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
-    return ma - mb, math.sqrt(sa ** 2 / len(a) + sb ** 2 / len(b))
+    return ma - mb, math.sqrt(sa**2 / len(a) + sb**2 / len(b))
 
 
 def verdict(diff: float, se: float, expect: str = "greater", tolerance: float = 0.0, k: float = 2.0) -> str:

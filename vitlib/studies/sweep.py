@@ -7,14 +7,16 @@ than it is. So a fair ablation sweeps the learning rate for every design:
 
     exp = Experiment("pooling", out)
     for pool in ("cls", "gap"):
-        sweep(exp, pool, cfg, lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1, 2], data=data, model=lambda s: make(pool, s), pool=pool)
+        sweep(exp, pool, cfg, lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1, 2], data=data, model=lambda s: make(pool, s),
+              pool=pool)
     best = best_lr(exp, "gap")                       # chosen on val_acc, reported on test_acc
     exp.compare(condition("gap", best), condition("cls", best_lr(exp, "cls")), expect="equal", tolerance=0.01)
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .experiments import Experiment
 from .stats import mean_std
@@ -25,8 +27,16 @@ def condition(group: str, lr: float) -> str:
     return f"{group} lr={lr:g}"
 
 
-def sweep(exp: Experiment, group: str, cfg, lrs: Iterable[float], seeds: Sequence[int], data=None,
-          model: Callable[[int], object] | None = None, **fields) -> list[str]:
+def sweep(
+    exp: Experiment,
+    group: str,
+    cfg,
+    lrs: Iterable[float],
+    seeds: Sequence[int],
+    data=None,
+    model: Callable[[int], object] | None = None,
+    **fields,
+) -> list[str]:
     """Train `cfg` at every learning rate in `lrs` (each over all `seeds`) as conditions `condition(group, lr)`.
 
     `data` and `model` are passed to `Experiment.train` (a model factory of the seed, so every run starts afresh);
@@ -54,8 +64,10 @@ def group_conditions(exp: Experiment, group: str) -> list[str]:
     conds = [c for c, f in exp.fields.items() if f.get("group") == group and "lr" in f]
     if not conds:
         known = sorted({f.get("group") for f in exp.fields.values() if f.get("group") is not None})
-        raise KeyError(f"no swept conditions for group {group!r} (groups: {', '.join(known) or 'none yet'}); "
-                       f"run sweep(exp, {group!r}, ...) first.")
+        raise KeyError(
+            f"no swept conditions for group {group!r} (groups: {', '.join(known) or 'none yet'}); "
+            f"run sweep(exp, {group!r}, ...) first."
+        )
     return sorted(conds, key=lambda c: exp.fields[c]["lr"])
 
 
@@ -70,7 +82,9 @@ def best_lr(exp: Experiment, group: str, metric: str = "val_acc") -> float:
     return max(means, key=lambda lr: means[lr][0])
 
 
-def plot_sweep(exp: Experiment, ax, groups: Iterable[str], metric: str = "test_acc", best_metric: str | None = "val_acc"):
+def plot_sweep(
+    exp: Experiment, ax, groups: Iterable[str], metric: str = "test_acc", best_metric: str | None = "val_acc"
+):
     """Mean ± std of `metric` against the learning rate, one line per group (log x axis); with `best_metric`, each
     group's best learning rate (chosen on that metric) is circled. Returns {group: best lr or None}."""
     best = {}

@@ -16,8 +16,8 @@ import math
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -71,8 +71,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.
     return weights @ v, weights
 
 
-def attention_cost(ns: list[int], dim: int = 64, heads: int = 1, batch: int = 1, repeats: int = 3,
-                   seed: int = 0, threads: int | None = 1) -> list[dict]:
+def attention_cost(
+    ns: list[int],
+    dim: int = 64,
+    heads: int = 1,
+    batch: int = 1,
+    repeats: int = 3,
+    seed: int = 0,
+    threads: int | None = 1,
+) -> list[dict]:
     """Time the written-out attention softmax(q k^T / sqrt(D_h)) v for each sequence length N in `ns`.
 
     q, k, v are random (batch, heads, N, dim / heads) tensors. Each row: N, seconds (median of `repeats`), the bytes
@@ -93,9 +100,15 @@ def attention_cost(ns: list[int], dim: int = 64, heads: int = 1, batch: int = 1,
             for n in ns:
                 q, k, v = torch.randn(3, batch, heads, n, dim // heads, generator=generator)
                 _, weights = attention(q, k, v)
-                seconds = time_call(lambda: attention(q, k, v), repeats=repeats, warmup=1)
-                rows.append({"N": n, "seconds": seconds, "weights_bytes": weights.element_size() * weights.numel(),
-                             "macs": 2 * batch * n * n * dim})
+                seconds = time_call(lambda q=q, k=k, v=v: attention(q, k, v), repeats=repeats, warmup=1)
+                rows.append(
+                    {
+                        "N": n,
+                        "seconds": seconds,
+                        "weights_bytes": weights.element_size() * weights.numel(),
+                        "macs": 2 * batch * n * n * dim,
+                    }
+                )
     finally:
         torch.set_num_threads(before)
     return rows
@@ -114,9 +127,17 @@ def loglog_slope(x: list[float], y: list[float], min_x: float | None = None) -> 
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
 
 
-def train_throughput(model: nn.Module, batch_size: int = 64, steps: int = 5, repeats: int = 3,
-                     threads: int | None = None, device: str | torch.device = "cpu", seed: int = 0,
-                     image_size: int | tuple[int, int] | None = None, in_channels: int | None = None) -> float:
+def train_throughput(
+    model: nn.Module,
+    batch_size: int = 64,
+    steps: int = 5,
+    repeats: int = 3,
+    threads: int | None = None,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+    image_size: int | tuple[int, int] | None = None,
+    in_channels: int | None = None,
+) -> float:
     """Measured training speed in images per second: forward, cross-entropy, backward and one AdamW step on random
     images of the model's size, `steps` steps per timing, the median of `repeats` timings after one untimed warm-up.
 
@@ -130,7 +151,9 @@ def train_throughput(model: nn.Module, batch_size: int = 64, steps: int = 5, rep
     channels = in_channels or getattr(net, "in_channels", None)
     size = image_size or getattr(net, "image_size", None)
     if channels is None or size is None:
-        raise ValueError(f"{type(model).__name__} does not say what images it takes: pass image_size= and in_channels=.")
+        raise ValueError(
+            f"{type(model).__name__} does not say what images it takes: pass image_size= and in_channels=."
+        )
     h, w = pair(size, "image_size")
     g = torch.Generator().manual_seed(seed)
     images = torch.randn(batch_size, channels, h, w, generator=g).to(device)
@@ -175,8 +198,9 @@ def images_per_s(step: Callable[[], object], steps: int, batch_size: int, device
     return steps * batch_size / (time.perf_counter() - start)
 
 
-def timed_rounds(steps: dict, warmup: int, rounds: int, steps_per_round: int, batch_size: int,
-                 device: torch.device) -> dict[str, list[float]]:
+def timed_rounds(
+    steps: dict, warmup: int, rounds: int, steps_per_round: int, batch_size: int, device: torch.device
+) -> dict[str, list[float]]:
     """Warm each step function up, then time them in turns: `rounds` rounds of `steps_per_round` steps each, the order
     reversed every round. Returns images/s per round for every name of `steps`."""
     for name, step in steps.items():

@@ -4,6 +4,7 @@ data position; written atomically (a temporary file, then a rename), so a killed
 The file always holds whole (unsharded) tensors: an FSDP-sharded run gathers them onto rank 0 first
 (`gather_full_state`) and shards them again on resume (`load_checkpoint(..., sharded=True)`), so its checkpoint is the
 same as an unsharded run's and continues with any number of processes, sharded or not."""
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,17 @@ def _unflatten_optimizer(tensors: dict, meta: dict) -> dict:
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, scheduler=None, ema=None,
-                    progress: dict | None = None, meta: dict | None = None, model_state: dict | None = None,
-                    optimizer_state: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | Path,
+    model: torch.nn.Module,
+    optimizer=None,
+    scheduler=None,
+    ema=None,
+    progress: dict | None = None,
+    meta: dict | None = None,
+    model_state: dict | None = None,
+    optimizer_state: dict | None = None,
+) -> Path:
     """Write everything needed to continue a run exactly, atomically, to `path` (a .safetensors file). For a sharded
     model, `model_state` and `optimizer_state` are the whole state dicts from `gather_full_state`, written instead of
     model.state_dict() and optimizer.state_dict()."""
@@ -49,8 +58,9 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer=None, sc
     if ema is not None:
         tensors.update({f"ema.{k}": v.detach().contiguous().cpu() for k, v in ema.state_dict().items()})
     if optimizer is not None:
-        opt_tensors, info["optimizer"] = _flatten_optimizer(optimizer.state_dict() if optimizer_state is None
-                                                            else optimizer_state)
+        opt_tensors, info["optimizer"] = _flatten_optimizer(
+            optimizer.state_dict() if optimizer_state is None else optimizer_state
+        )
         tensors.update({k: v.contiguous().cpu() for k, v in opt_tensors.items()})
     if scheduler is not None:
         info["scheduler"] = {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
@@ -71,13 +81,16 @@ def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]
         raise CheckpointError(f"no checkpoint at {path}.")
     try:
         from safetensors import safe_open
+
         with safe_open(str(path), "pt") as f:
             raw = f.metadata() or {}
             shapes = None if tensors else {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
         content = load_file(str(path)) if tensors else shapes
     except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{path} is not a readable checkpoint ({err}): it is corrupt or was cut short. "
-                              f"Delete it to start afresh, or point to another checkpoint.") from err
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint ({err}): it is corrupt or was cut short. "
+            f"Delete it to start afresh, or point to another checkpoint."
+        ) from err
     try:
         meta = {k: json.loads(v) for k, v in raw.items()}
     except ValueError:  # safetensors from elsewhere (model.safetensors, a hub) have plain-text metadata
@@ -88,18 +101,25 @@ def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]
 
 
 def _check_fits(path, meta: dict, shapes: dict, model, model_config: dict | None) -> None:
-    """Raise a CheckpointError, before anything is loaded, if the checkpoint (its tensors' shapes) is not for `model`."""
+    """Raise a CheckpointError, before anything is loaded, if the checkpoint (its tensors' shapes) is not for
+    `model`."""
     if model_config is not None and meta.get("model_config") not in (None, model_config):
-        diff = {k: (meta["model_config"].get(k), v) for k, v in model_config.items() if meta["model_config"].get(k) != v}
-        raise CheckpointError(f"{path} was written for another model (checkpoint vs this run: {diff}). Use another "
-                              f"output folder, or resume with the same model options. The checkpoint is left as it is.")
+        diff = {
+            k: (meta["model_config"].get(k), v) for k, v in model_config.items() if meta["model_config"].get(k) != v
+        }
+        raise CheckpointError(
+            f"{path} was written for another model (checkpoint vs this run: {diff}). Use another "
+            f"output folder, or resume with the same model options. The checkpoint is left as it is."
+        )
     weights = {k[6:]: tuple(v) for k, v in shapes.items() if k.startswith("model.")}
     own = model.state_dict()  # under FSDP: DTensors, whose shape is the whole tensor's
     missing, unexpected = [k for k in own if k not in weights], [k for k in weights if k not in own]
     shapes = [f"{k} {v} vs {tuple(own[k].shape)}" for k, v in weights.items() if k in own and v != tuple(own[k].shape)]
     if missing or unexpected or shapes:  # checked before anything is loaded: the model is left as it was
-        raise CheckpointError(f"{path} does not fit this model (missing {missing[:5]}, unexpected {unexpected[:5]}, "
-                              f"other shapes (checkpoint vs model) {shapes[:5]}).")
+        raise CheckpointError(
+            f"{path} does not fit this model (missing {missing[:5]}, unexpected {unexpected[:5]}, "
+            f"other shapes (checkpoint vs model) {shapes[:5]})."
+        )
 
 
 def _restore_schedule_and_rng(tensors: dict, meta: dict, scheduler) -> None:
@@ -113,8 +133,9 @@ def _restore_schedule_and_rng(tensors: dict, meta: dict, scheduler) -> None:
         random.setstate((state[0], tuple(state[1]), state[2]))
 
 
-def load_checkpoint(path, model, optimizer=None, scheduler=None, ema=None, model_config: dict | None = None,
-                    sharded: bool = False) -> dict:
+def load_checkpoint(
+    path, model, optimizer=None, scheduler=None, ema=None, model_config: dict | None = None, sharded: bool = False
+) -> dict:
     """Restore a run from `path`; checks the architecture first. Returns the metadata (progress, history, ...).
     sharded=True: `model` is sharded with FSDP (every process calls this together): rank 0 reads the tensors and sends
     each process its shards (the optimiser's too); the others read only the header and the RNG states."""
@@ -126,8 +147,9 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, ema=None, model
     if ema is not None:
         ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
     if optimizer is not None and "optimizer" in meta:
-        optimizer.load_state_dict(_unflatten_optimizer({k: v for k, v in tensors.items() if k.startswith("optim.")},
-                                                       meta["optimizer"]))
+        optimizer.load_state_dict(
+            _unflatten_optimizer({k: v for k, v in tensors.items() if k.startswith("optim.")}, meta["optimizer"])
+        )
     _restore_schedule_and_rng(tensors, meta, scheduler)
     return meta
 
@@ -144,6 +166,7 @@ def gather_full_state(model, optimizer=None) -> tuple[dict, dict | None]:
     state numbered like optimizer.state_dict(), so the file is the same as an unsharded run's. A collective: every
     process must call it; the others get empty dicts."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     weights = get_model_state_dict(model, options=options)
     if optimizer is None:
@@ -151,20 +174,25 @@ def gather_full_state(model, optimizer=None) -> tuple[dict, dict | None]:
     by_name = get_optimizer_state_dict(model, optimizer, options=options)  # keyed by parameter name
     if not by_name:
         return weights, {}
-    state = {i: by_name["state"][name] for i, name in enumerate(_parameter_names(model, optimizer))
-             if name in by_name["state"]}
+    state = {
+        i: by_name["state"][name]
+        for i, name in enumerate(_parameter_names(model, optimizer))
+        if name in by_name["state"]
+    }
     return weights, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
 
 def _load_sharded(path, model, optimizer, scheduler, model_config) -> dict:
     import torch.distributed as dist
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
+
     shapes, meta = read_checkpoint(path, tensors=False)  # every process checks the header: the same verdict on all
     _check_fits(path, meta, shapes, model, model_config)
     if dist.get_rank() == 0:
         tensors, _ = read_checkpoint(path)
     else:
         from safetensors import safe_open
+
         with safe_open(str(path), "pt") as f:
             tensors = {k: f.get_tensor(k) for k in shapes if k.startswith("rng.")}
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
@@ -173,11 +201,17 @@ def _load_sharded(path, model, optimizer, scheduler, model_config) -> dict:
         state = {}
         if dist.get_rank() == 0:
             names = _parameter_names(model, optimizer)
-            numbered = _unflatten_optimizer({k: v for k, v in tensors.items() if k.startswith("optim.")}, meta["optimizer"])
-            state = {"state": {names[i]: s for i, s in numbered["state"].items()},
-                     "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in numbered["param_groups"]]}
+            numbered = _unflatten_optimizer(
+                {k: v for k, v in tensors.items() if k.startswith("optim.")}, meta["optimizer"]
+            )
+            state = {
+                "state": {names[i]: s for i, s in numbered["state"].items()},
+                "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in numbered["param_groups"]],
+            }
         set_optimizer_state_dict(model, optimizer, state, options=options)
         for group, saved in zip(optimizer.param_groups, meta["optimizer"]["param_groups"]):
-            group.update({k: v for k, v in saved.items() if k != "params"})  # lr & co. on every process, not only rank 0
+            group.update(
+                {k: v for k, v in saved.items() if k != "params"}
+            )  # lr & co. on every process, not only rank 0
     _restore_schedule_and_rng(tensors, meta, scheduler)
     return meta

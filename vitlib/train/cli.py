@@ -16,26 +16,38 @@ from .config import HELP, TrainConfig
 from .loop import NonFiniteLossError, train
 from .presets import describe, preset_options
 
-DESCRIPTION = ("One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs "
-               "(torchrun + DDP, or FSDP2 with --fsdp to shard ViT-L/H).")
+DESCRIPTION = (
+    "One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs "
+    "(torchrun + DDP, or FSDP2 with --fsdp to shard ViT-L/H)."
+)
 
 
 def _parse_optional(kind):
     def parse(text: str):
         return None if text.lower() in ("none", "null", "") else kind(text)
+
     return parse
 
 
 def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
     """The command line; with a preset, its options are the defaults (so any option given explicitly wins)."""
-    ap = argparse.ArgumentParser(prog="python -m vitlib.train", description=DESCRIPTION,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter, allow_abbrev=False)
+    ap = argparse.ArgumentParser(
+        prog="python -m vitlib.train",
+        description=DESCRIPTION,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,
+    )
     # absent from the parsed namespace unless given, so TrainConfig(**vars(make_parser().parse_args(argv))) still works
-    ap.add_argument("--preset", default=argparse.SUPPRESS, metavar="NAME",
-                    help="a named recipe of vitlib.train.presets (paper-imagenet, deit, mae, mpp, fmnist-5min, ...); options "
-                         "given explicitly override it")
-    ap.add_argument("--list-presets", action="store_true", default=argparse.SUPPRESS,
-                    help="describe every preset and exit")
+    ap.add_argument(
+        "--preset",
+        default=argparse.SUPPRESS,
+        metavar="NAME",
+        help="a named recipe of vitlib.train.presets (paper-imagenet, deit, mae, mpp, fmnist-5min, ...); options "
+        "given explicitly override it",
+    )
+    ap.add_argument(
+        "--list-presets", action="store_true", default=argparse.SUPPRESS, help="describe every preset and exit"
+    )
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):

@@ -17,6 +17,7 @@ SCHEDULES, PRECISIONS, HEADS = ("cosine", "linear", "constant"), ("auto", "fp32"
 @dataclass
 class TrainConfig:
     """Every option of a run; `python -m vitlib.train --help` lists them with these defaults."""
+
     dataset: str = "fashion-mnist-mini"
     model: str = "ViT-Micro/4"
     objective: str = "classify"
@@ -74,23 +75,30 @@ class TrainConfig:
 
 HELP = {
     "dataset": "data set name (vitlib.datasets.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
-               "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
+    "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
     "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
     "objective": "classify (supervised, the labels), mae (masked autoencoder) or mpp (the paper's masked patch "
-                 "prediction, section 4.6): the last two never look at a label",
+    "prediction, section 4.6): the last two never look at a label",
     "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
-    "epochs": "passes over the training set", "batch_size": "global batch size (split across processes)",
+    "epochs": "passes over the training set",
+    "batch_size": "global batch size (split across processes)",
     "steps": "train for exactly this many optimizer steps, however many epochs that is (0: epochs decide)",
-    "lr": "peak learning rate", "min_lr": "learning rate at the end of the decay",
+    "lr": "peak learning rate",
+    "min_lr": "learning rate at the end of the decay",
     "weight_decay": "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)",
-    "beta1": "Adam beta1", "beta2": "Adam beta2", "warmup_epochs": "linear warm-up length in epochs (may be fractional)",
-    "schedule": "decay after warm-up: cosine, linear or constant", "grad_clip": "clip the global gradient norm (0: off)",
+    "beta1": "Adam beta1",
+    "beta2": "Adam beta2",
+    "warmup_epochs": "linear warm-up length in epochs (may be fractional)",
+    "schedule": "decay after warm-up: cosine, linear or constant",
+    "grad_clip": "clip the global gradient norm (0: off)",
     "label_smoothing": "label smoothing of the cross-entropy",
     "augment": f"augmentation preset: {', '.join(AUGMENTATIONS)}",
-    "mixup": "mixup alpha (0: off)", "cutmix": "cutmix alpha (0: off); with both, one of the two per batch",
+    "mixup": "mixup alpha (0: off)",
+    "cutmix": "cutmix alpha (0: off); with both, one of the two per batch",
     "ema": "decay of an exponential moving average of the weights, evaluated instead of the weights (0: off)",
     "precision": "fp32, bf16, fp16 or auto (bf16 on a GPU that has it, else fp32)",
-    "compile": "torch.compile the model", "device": "cpu, cuda, cuda:N or auto",
+    "compile": "torch.compile the model",
+    "device": "cpu, cuda, cuda:N or auto",
     "seed": "fixes init, data order and augmentation",
     "subset": "keep a stratified part of the training set: a fraction <= 1 or a count",
     "val_fraction": "stratified fraction of the training set held out for validation",
@@ -98,28 +106,36 @@ HELP = {
     "data_root": "where data sets are (default $VITLIB_DATA_DIR, else data/cache)",
     "download": "download the data set if it is missing (needs internet)",
     "num_workers": "DataLoader workers for folders of images",
-    "pos_embed": "position embedding: learned, none, learned2d, sincos2d, relative", "pool": "cls or gap",
-    "dropout": "dropout rate in the encoder", "drop_path": "stochastic depth rate (deepest block)",
+    "pos_embed": "position embedding: learned, none, learned2d, sincos2d, relative",
+    "pool": "cls or gap",
+    "dropout": "dropout rate in the encoder",
+    "drop_path": "stochastic depth rate (deepest block)",
     "head": "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)",
     "fused_attention": "F.scaled_dot_product_attention (off: the written-out softmax)",
     "channels_last": "feed the images (and the patch-embedding convolution) in channels-last memory format",
     "fsdp": "under torchrun, shard weights, gradients and AdamW state over the processes with FSDP2 (every encoder "
-            "block, then the rest) instead of DDP, for ViT-L/H; checkpoints and model.safetensors still hold whole "
-            "tensors. In one process it changes nothing. Refused (in any process count) with ema, a CNN, or "
-            "channels_last on a hybrid",
+    "block, then the rest) instead of DDP, for ViT-L/H; checkpoints and model.safetensors still hold whole "
+    "tensors. In one process it changes nothing. Refused (in any process count) with ema, a CNN, or "
+    "channels_last on a hybrid",
     "checkpoint_every": "also checkpoint every N steps (0: at epoch ends only)",
     "resume": "continue from out/checkpoint.safetensors",
     "time_budget": "stop cleanly after this many minutes and save (0: no limit)",
     "log_every": "steps between progress updates",
     "eval_every": "evaluate (validation, else test split) every N epochs and after the last (0: never during the run)",
-    "eval_test": "evaluate on the test set at the end", "progress": "show tqdm progress bars",
+    "eval_test": "evaluate on the test set at the end",
+    "progress": "show tqdm progress bars",
 }
 
 
 def check_config(cfg: TrainConfig) -> None:
     """Raise a ValueError that names the option, when the run's options do not fit together."""
-    for name, allowed in (("schedule", SCHEDULES), ("precision", PRECISIONS), ("augment", AUGMENTATIONS),
-                          ("head", HEADS), ("objective", OBJECTIVES)):
+    for name, allowed in (
+        ("schedule", SCHEDULES),
+        ("precision", PRECISIONS),
+        ("augment", AUGMENTATIONS),
+        ("head", HEADS),
+        ("objective", OBJECTIVES),
+    ):
         if getattr(cfg, name) not in allowed:
             raise ValueError(f"unknown {name} {getattr(cfg, name)!r}: choose one of {', '.join(allowed)}.")
     for name in ("epochs", "batch_size"):
@@ -136,14 +152,19 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.objective != "classify":
         used = [k for k in ("mixup", "cutmix", "label_smoothing") if getattr(cfg, k)]
         if used:
-            raise ValueError(f"objective={cfg.objective!r} never looks at a label, so {', '.join(used)} has nothing to "
-                             f"act on: set {' and '.join(f'{k}=0' for k in used)}.")
+            raise ValueError(
+                f"objective={cfg.objective!r} never looks at a label, so {', '.join(used)} has nothing to "
+                f"act on: set {' and '.join(f'{k}=0' for k in used)}."
+            )
         if is_cnn_name(cfg.model):
             raise ValueError(f"objective={cfg.objective!r} pre-trains a ViT; {cfg.model!r} is a CNN.")
     if cfg.fsdp:  # refused in one process too, so that a one-process trial finds out before a long multi-GPU run
         if is_cnn_name(cfg.model):
-            raise ValueError(f"fsdp shards a ViT's encoder blocks; {cfg.model!r} is a CNN, small enough for plain DDP: "
-                             f"drop fsdp.")
+            raise ValueError(
+                f"fsdp shards a ViT's encoder blocks; {cfg.model!r} is a CNN, small enough for plain DDP: drop fsdp."
+            )
         if cfg.ema > 0:
-            raise ValueError("fsdp with ema is not supported: the EMA would be a whole, unsharded copy of the weights on "
-                             "every process, which is what fsdp avoids. Set ema=0 or drop fsdp.")
+            raise ValueError(
+                "fsdp with ema is not supported: the EMA would be a whole, unsharded copy of the weights on "
+                "every process, which is what fsdp avoids. Set ema=0 or drop fsdp."
+            )

@@ -29,12 +29,16 @@ def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module
     gradients and AdamW state are split over the processes (DTensors); `world` 1: nothing to split, left as it is."""
     blocks = [m for m in model.modules() if isinstance(m, EncoderBlock)]
     if not blocks:
-        raise ValueError(f"fsdp shards a ViT's encoder blocks, and {type(model).__name__} has none: drop fsdp "
-                         f"(several processes then use DDP).")
+        raise ValueError(
+            f"fsdp shards a ViT's encoder blocks, and {type(model).__name__} has none: drop fsdp "
+            f"(several processes then use DDP)."
+        )
     strided = [name for name, p in model.named_parameters() if not p.is_contiguous()]
     if strided:
-        raise ValueError(f"FSDP cannot shard non-contiguous weights ({', '.join(strided[:3])}, ...): channels_last "
-                         f"turns a hybrid's CNN filters channels-last. Drop channels_last or fsdp.")
+        raise ValueError(
+            f"FSDP cannot shard non-contiguous weights ({', '.join(strided[:3])}, ...): channels_last "
+            f"turns a hybrid's CNN filters channels-last. Drop channels_last or fsdp."
+        )
     if world > 1:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard

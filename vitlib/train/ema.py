@@ -4,6 +4,7 @@ theta_ema <- decay * theta_ema + (1 - decay) * theta after every optimizer step;
 torch.optim.swa_utils.AveragedModel with get_ema_multi_avg_fn computes the same numbers, but reads its step counter
 `n_averaged` on the host and copies it to the GPU at every update: two waits for the GPU per training step. Here the
 counter stays a CPU tensor that is only ever read on the CPU, and the update is one `torch._foreach_lerp_`."""
+
 from __future__ import annotations
 
 import torch

@@ -38,8 +38,9 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
         return wrap(cfg.objective, create_model(cfg.model, num_classes=0, **common), data.mean, data.std)
     model = create_model(cfg.model, num_classes=data.num_classes, **common)
     if cfg.head == "mlp":  # built a second time, with the tanh layer of width D (the order keeps the runs' draws)
-        model = create_model(cfg.model, num_classes=data.num_classes, head_hidden=parse_name(cfg.model)["dim"],
-                             **common)
+        model = create_model(
+            cfg.model, num_classes=data.num_classes, head_hidden=parse_name(cfg.model)["dim"], **common
+        )
     return model
 
 
@@ -56,9 +57,18 @@ def model_config(model: nn.Module, objective: str) -> dict:
 def make_loader(split, data: Dataset, cfg: TrainConfig, train: bool, device, rank: int = 0, world: int = 1):
     """A loader of one split: shuffled, augmented (cfg.augment) and without the last partial batch for training;
     in order and as it is otherwise. In-memory splits get a TensorLoader, image folders a FolderLoader."""
-    kw = dict(batch_size=cfg.batch_size, mean=data.mean, std=data.std, shuffle=train,
-              augment=cfg.augment if train else "none", seed=cfg.seed, drop_last=train, device=device,
-              rank=rank, world_size=world)
+    kw = dict(
+        batch_size=cfg.batch_size,
+        mean=data.mean,
+        std=data.std,
+        shuffle=train,
+        augment=cfg.augment if train else "none",
+        seed=cfg.seed,
+        drop_last=train,
+        device=device,
+        rank=rank,
+        world_size=world,
+    )
     if isinstance(split, TensorSplit):
         return TensorLoader(split, **kw)
     return FolderLoader(split, data.image_size, num_workers=cfg.num_workers, **kw)

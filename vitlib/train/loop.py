@@ -54,8 +54,10 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
             checkpoint(run, *stop, sums, bad_step)
             run.result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
             if cfg.progress and run.rank == 0:
-                print(run.result.stopped + (f"; checkpoint in {run.ckpt_path} (continue with resume)"
-                                            if run.ckpt_path else ""))
+                print(
+                    run.result.stopped
+                    + (f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else "")
+                )
             break
         end_epoch(run, epoch, sums, timer)
     return finish(run)
@@ -70,8 +72,15 @@ def train_epoch(run: Run, epoch: int, timer: float):
     if epoch == run.start_epoch and run.start_sums and run.rank == 0:  # resumed mid-epoch: the steps before count
         sums += torch.tensor(run.start_sums, device=run.device, dtype=torch.float64)
     bad_step = torch.full((), NO_STEP, device=run.device, dtype=torch.long)  # the first step with a non-finite loss
-    bar = tqdm(total=run.steps_per_epoch, initial=first, desc=f"epoch {epoch + 1}/{run.epochs}", leave=True,
-               disable=not (cfg.progress and run.rank == 0), dynamic_ncols=True, unit="step")
+    bar = tqdm(
+        total=run.steps_per_epoch,
+        initial=first,
+        desc=f"epoch {epoch + 1}/{run.epochs}",
+        leave=True,
+        disable=not (cfg.progress and run.rank == 0),
+        dynamic_ncols=True,
+        unit="step",
+    )
     log = {"time": time.perf_counter(), "images": 0}
     for i, (images, labels) in enumerate(run.train_loader.epoch(epoch, first), start=first):
         step = epoch * run.steps_per_epoch + i
@@ -131,14 +140,20 @@ def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -
     check_finite(run, bad_step, epoch)
     loss_sum, correct, count = sums.tolist()
     ips = log["images"] / (time.perf_counter() - log["time"])
-    row = {"step": epoch * run.steps_per_epoch + i + 1, "epoch": epoch + (i + 1) / run.steps_per_epoch,
-           "loss": loss_sum / count, "acc": correct / count, "lr": run.scheduler.get_last_lr()[0],
-           "images_per_s": ips}
+    row = {
+        "step": epoch * run.steps_per_epoch + i + 1,
+        "epoch": epoch + (i + 1) / run.steps_per_epoch,
+        "loss": loss_sum / count,
+        "acc": correct / count,
+        "lr": run.scheduler.get_last_lr()[0],
+        "images_per_s": ips,
+    }
     if not run.objective.has_accuracy:
         del row["acc"]
     run.logs.step(row)
-    bar.set_postfix(loss=f"{row['loss']:.3f}", acc=f"{row.get('acc', float('nan')):.3f}", img_s=f"{ips:.0f}",
-                    refresh=False)
+    bar.set_postfix(
+        loss=f"{row['loss']:.3f}", acc=f"{row.get('acc', float('nan')):.3f}", img_s=f"{ips:.0f}", refresh=False
+    )
     log["time"], log["images"] = time.perf_counter(), 0
 
 
@@ -147,9 +162,14 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
     if dist.is_initialized():
         dist.all_reduce(sums)
     loss_sum, correct, count = sums.tolist()
-    row = {"epoch": epoch + 1, "step": min((epoch + 1) * run.steps_per_epoch, run.total_steps),
-           "train_loss": loss_sum / max(count, 1), "train_acc": correct / max(count, 1),
-           "lr": run.scheduler.get_last_lr()[0], "time_s": time.perf_counter() - timer}
+    row = {
+        "epoch": epoch + 1,
+        "step": min((epoch + 1) * run.steps_per_epoch, run.total_steps),
+        "train_loss": loss_sum / max(count, 1),
+        "train_acc": correct / max(count, 1),
+        "lr": run.scheduler.get_last_lr()[0],
+        "time_s": time.perf_counter() - timer,
+    }
     if not run.objective.has_accuracy:
         del row["train_acc"]
     split = "val" if "val" in run.eval_loaders else "test"  # without a validation split, watch the test set
@@ -160,8 +180,10 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
     run.logs.epoch(row)
     if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
         acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
-        print(f"epoch {epoch + 1}: train loss {row['train_loss']:.4f}{acc('train_acc')} | "
-              f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s")
+        print(
+            f"epoch {epoch + 1}: train loss {row['train_loss']:.4f}{acc('train_acc')} | "
+            f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s"
+        )
     checkpoint(run, epoch + 1, 0)
 
 
@@ -193,8 +215,10 @@ def check_finite(run: Run, bad_step: torch.Tensor, epoch: int) -> None:
     if int(bad_step) < NO_STEP:
         path = run.ckpt_path
         where = f"the last good checkpoint is {path}" if path and path.exists() else "no checkpoint was written"
-        raise NonFiniteLossError(f"the loss became non-finite at step {int(bad_step) + 1} (epoch {epoch + 1}); "
-                                 f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+        raise NonFiniteLossError(
+            f"the loss became non-finite at step {int(bad_step) + 1} (epoch {epoch + 1}); "
+            f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on."
+        )
 
 
 def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=None) -> None:
@@ -206,17 +230,36 @@ def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=Non
     step = epoch * run.steps_per_epoch + step_in_epoch
     if not distributed.all_finite(run.model, run.sharded):
         where = run.ckpt_path if run.ckpt_path.exists() else "none"
-        raise NonFiniteLossError(f"the weights became non-finite by step {step} (epoch {epoch + 1}); the last good "
-                                 f"checkpoint is {where}. Lower lr, raise warmup_epochs or keep grad_clip on.")
+        raise NonFiniteLossError(
+            f"the weights became non-finite by step {step} (epoch {epoch + 1}); the last good "
+            f"checkpoint is {where}. Lower lr, raise warmup_epochs or keep grad_clip on."
+        )
     if sums is not None and dist.is_initialized():
         sums = sums.clone()
         dist.all_reduce(sums)  # rank 0 keeps every process's share; on resume the others start from zero
     whole = gather_full_state(run.model, run.optimizer) if run.sharded else (None, None)  # every process takes part
     if run.rank == 0:
-        progress = {"epoch": epoch, "step_in_epoch": step_in_epoch, "global_step": step,
-                    "sums": sums.tolist() if sums is not None else None}
-        meta = {"model_config": run.model_config, "config": dataclasses.asdict(run.cfg), "history": run.result.history,
-                "steps": run.result.steps, "vitlib": __version__}
-        save_checkpoint(run.ckpt_path, run.model, run.optimizer, run.scheduler, run.ema, progress=progress, meta=meta,
-                        model_state=whole[0], optimizer_state=whole[1])
-
+        progress = {
+            "epoch": epoch,
+            "step_in_epoch": step_in_epoch,
+            "global_step": step,
+            "sums": sums.tolist() if sums is not None else None,
+        }
+        meta = {
+            "model_config": run.model_config,
+            "config": dataclasses.asdict(run.cfg),
+            "history": run.result.history,
+            "steps": run.result.steps,
+            "vitlib": __version__,
+        }
+        save_checkpoint(
+            run.ckpt_path,
+            run.model,
+            run.optimizer,
+            run.scheduler,
+            run.ema,
+            progress=progress,
+            meta=meta,
+            model_state=whole[0],
+            optimizer_state=whole[1],
+        )

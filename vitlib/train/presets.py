@@ -9,6 +9,7 @@ and the time-to-accuracy presets, each a set of `TrainConfig` options that expli
 Every preset says where it comes from and whether its result was measured here (`measured`): a preset that was not
 run says so instead of quoting a number.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,9 +18,9 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Preset:
     name: str
-    about: str          # one line: what it is for
-    source: str         # where the numbers come from
-    options: dict       # TrainConfig fields
+    about: str  # one line: what it is for
+    source: str  # where the numbers come from
+    options: dict  # TrainConfig fields
     measured: str = "not measured"  # what we measured with it, or "not measured" and why
     hardware: str = "GPU"
     extra: dict = field(default_factory=dict)
@@ -29,78 +30,251 @@ class Preset:
 # warm-up steps are 32 epochs.
 _IMAGENET_STEPS = 1_281_167 / 4096
 
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("paper-imagenet", "ViT-B/16 pre-trained on ImageNet-1k from scratch with the paper's recipe",
-           "Table 3 (ImageNet row: 300 epochs, base lr 3e-3, weight decay 0.3, dropout 0.1, batch 4096) and "
-           "appendix B.1 (Adam beta1 0.9 beta2 0.999, 10k warm-up steps, linear decay, clipping at global norm 1, "
-           "the MLP pre-training head, random crop and flip, 224 px)",
-           dict(dataset="imagefolder:data/cache/imagenet", model="ViT-B/16", image_size=224, epochs=300,
-                batch_size=4096, lr=3e-3, min_lr=1e-5, weight_decay=0.3, beta1=0.9, beta2=0.999,
-                warmup_epochs=round(10_000 / _IMAGENET_STEPS, 1), schedule="linear", grad_clip=1.0, dropout=0.1,
-                head="mlp", augment="crop-flip", precision="bf16", compile=True, num_workers=16)),
-    Preset("paper-imagenet21k", "ViT-B/16 pre-trained on ImageNet-21k (as a folder) with the paper's recipe",
-           "Table 3 (ImageNet-21k row: 90 epochs, base lr 1e-3, weight decay 0.03, dropout 0.1, batch 4096) and "
-           "appendix B.1; 10k warm-up steps are about 3 epochs of ImageNet-21k's ~13M images",
-           dict(dataset="imagefolder:data/cache/imagenet21k", model="ViT-B/16", image_size=224, epochs=90,
-                batch_size=4096, lr=1e-3, min_lr=1e-5, weight_decay=0.03, warmup_epochs=3.0, schedule="linear",
-                grad_clip=1.0, dropout=0.1, head="mlp", augment="crop-flip", precision="bf16", compile=True,
-                num_workers=16)),
-    Preset("deit", "the modern small-data recipe: RandAugment, mixup/cutmix, label smoothing, stochastic depth",
-           "Touvron et al. 2021 (DeiT, Table 9): AdamW lr 5e-4 x batch/512, weight decay 0.05, 5 warm-up epochs, "
-           "cosine, 300 epochs, label smoothing 0.1, RandAugment(9, 0.5), mixup 0.8, cutmix 1.0, drop path 0.1, "
-           "no dropout; shown for ViT-S/16 at batch 1024",
-           dict(dataset="imagefolder:data/cache/imagenet", model="ViT-S/16", image_size=224, epochs=300,
-                batch_size=1024, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=5.0, schedule="cosine",
-                grad_clip=1.0, label_smoothing=0.1, augment="randaugment", mixup=0.8, cutmix=1.0, drop_path=0.1,
-                dropout=0.0, head="linear", precision="bf16", compile=True, num_workers=16)),
-    Preset("mae", "self-supervised pre-training with a masked autoencoder (75% of the patches hidden)",
-           "He et al. 2021 (MAE, Table 8): AdamW lr 1.5e-4 x batch/256, beta2 0.95, weight decay 0.05, 40 warm-up "
-           "epochs, cosine, 800 epochs, random crop and flip, no label in sight; then fine-tune",
-           dict(dataset="imagefolder:data/cache/imagenet", model="ViT-B/16", image_size=224, objective="mae",
-                epochs=800, batch_size=4096, lr=2.4e-3, min_lr=0.0, weight_decay=0.05, beta2=0.95,
-                warmup_epochs=40.0, schedule="cosine", grad_clip=0.0, augment="crop-flip", precision="bf16",
-                compile=True, num_workers=16)),
-    Preset("mpp", "self-supervised pre-training with the paper's masked patch prediction",
-           "Section 4.6 and appendix B.1.2: 50% of the patches corrupted (80% [mask], 10% another patch, 10% kept), "
-           "3-bit mean colour targets, Adam lr 2e-4, 10k warm-up steps, cosine decay, batch 4096",
-           dict(dataset="imagefolder:data/cache/imagenet", model="ViT-B/16", image_size=224, objective="mpp",
-                epochs=100, batch_size=4096, lr=2e-4, min_lr=0.0, weight_decay=0.0, warmup_epochs=32.0,
-                schedule="cosine", grad_clip=1.0, augment="crop-flip", precision="bf16", compile=True,
-                num_workers=16)),
-    Preset("fmnist-5min", "time to accuracy: the full Fashion-MNIST on one GPU, goal >= 95.0% test accuracy in 5 min",
-           "ours: ViT-Ti (12 blocks, width 192) on 4x4 patches (49 tokens + [class]), crop-flip, label smoothing, "
-           "stochastic depth, an EMA of the weights; the whole set lives on the GPU as uint8 and is augmented there",
-           dict(dataset="fashion-mnist", model="ViT-Ti/4", epochs=60, batch_size=512, lr=2e-3, min_lr=1e-5,
-                weight_decay=0.05, warmup_epochs=3.0, schedule="cosine", grad_clip=1.0, label_smoothing=0.1,
-                augment="crop-flip", drop_path=0.1, dropout=0.0, ema=0.999, val_fraction=0.0, precision="bf16",
-                compile=True, log_every=100),
-           measured="not measured: no GPU was lent to the issue that wrote it (see results/README.md)"),
-    Preset("cifar10-15min", "time to accuracy: CIFAR-10 on one GPU, goal >= 94% test accuracy in 15 min",
-           "ours, after the small-data ViT recipes (DeiT; Lee et al. 2021): ViT-S on 4x4 patches of 32x32 images "
-           "(64 tokens), RandAugment, mixup/cutmix, label smoothing, stochastic depth, EMA",
-           dict(dataset="cifar10", model="ViT-S/4", epochs=200, batch_size=512, lr=1e-3, min_lr=1e-5,
-                weight_decay=0.05, warmup_epochs=5.0, schedule="cosine", grad_clip=1.0, label_smoothing=0.1,
-                augment="randaugment", mixup=0.8, cutmix=1.0, drop_path=0.1, dropout=0.0, ema=0.9995,
-                val_fraction=0.0, precision="bf16", compile=True, log_every=100),
-           measured="not measured: no GPU was lent to the issue that wrote it, and CIFAR-10 cannot be downloaded here"),
-    Preset("tta-cpu", "time to accuracy on a 2-core CPU: the full Fashion-MNIST, goal >= 88% in 5 min",
-           "ours (benchmarks/time_to_accuracy.py)",
-           dict(dataset="fashion-mnist", model="ViT-Mini/7", epochs=5, batch_size=256, lr=2e-3, weight_decay=0.05,
-                warmup_epochs=0.5, augment="none", label_smoothing=0.1, val_fraction=0.0, precision="fp32"),
-           measured="88.47% test accuracy in 4.34 min on the 2-core CPU (results/tta_cpu.json)", hardware="CPU"),
-    Preset("course-cpu", "the course's quick pre-training: a tiny ViT on the bundled data, in seconds on a CPU",
-           "the paper's recipe (Adam(W), linear warm-up and decay, clipping at 1, the MLP head) at toy scale",
-           dict(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, batch_size=128, lr=2e-3, min_lr=1e-5,
-                weight_decay=0.05, warmup_epochs=0.5, schedule="linear", grad_clip=1.0, head="mlp", augment="none",
-                precision="fp32"),
-           measured="see notebooks/15_pretraining.ipynb", hardware="CPU"),
-]}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            "paper-imagenet",
+            "ViT-B/16 pre-trained on ImageNet-1k from scratch with the paper's recipe",
+            "Table 3 (ImageNet row: 300 epochs, base lr 3e-3, weight decay 0.3, dropout 0.1, batch 4096) and "
+            "appendix B.1 (Adam beta1 0.9 beta2 0.999, 10k warm-up steps, linear decay, clipping at global norm 1, "
+            "the MLP pre-training head, random crop and flip, 224 px)",
+            dict(
+                dataset="imagefolder:data/cache/imagenet",
+                model="ViT-B/16",
+                image_size=224,
+                epochs=300,
+                batch_size=4096,
+                lr=3e-3,
+                min_lr=1e-5,
+                weight_decay=0.3,
+                beta1=0.9,
+                beta2=0.999,
+                warmup_epochs=round(10_000 / _IMAGENET_STEPS, 1),
+                schedule="linear",
+                grad_clip=1.0,
+                dropout=0.1,
+                head="mlp",
+                augment="crop-flip",
+                precision="bf16",
+                compile=True,
+                num_workers=16,
+            ),
+        ),
+        Preset(
+            "paper-imagenet21k",
+            "ViT-B/16 pre-trained on ImageNet-21k (as a folder) with the paper's recipe",
+            "Table 3 (ImageNet-21k row: 90 epochs, base lr 1e-3, weight decay 0.03, dropout 0.1, batch 4096) and "
+            "appendix B.1; 10k warm-up steps are about 3 epochs of ImageNet-21k's ~13M images",
+            dict(
+                dataset="imagefolder:data/cache/imagenet21k",
+                model="ViT-B/16",
+                image_size=224,
+                epochs=90,
+                batch_size=4096,
+                lr=1e-3,
+                min_lr=1e-5,
+                weight_decay=0.03,
+                warmup_epochs=3.0,
+                schedule="linear",
+                grad_clip=1.0,
+                dropout=0.1,
+                head="mlp",
+                augment="crop-flip",
+                precision="bf16",
+                compile=True,
+                num_workers=16,
+            ),
+        ),
+        Preset(
+            "deit",
+            "the modern small-data recipe: RandAugment, mixup/cutmix, label smoothing, stochastic depth",
+            "Touvron et al. 2021 (DeiT, Table 9): AdamW lr 5e-4 x batch/512, weight decay 0.05, 5 warm-up epochs, "
+            "cosine, 300 epochs, label smoothing 0.1, RandAugment(9, 0.5), mixup 0.8, cutmix 1.0, drop path 0.1, "
+            "no dropout; shown for ViT-S/16 at batch 1024",
+            dict(
+                dataset="imagefolder:data/cache/imagenet",
+                model="ViT-S/16",
+                image_size=224,
+                epochs=300,
+                batch_size=1024,
+                lr=1e-3,
+                min_lr=1e-5,
+                weight_decay=0.05,
+                warmup_epochs=5.0,
+                schedule="cosine",
+                grad_clip=1.0,
+                label_smoothing=0.1,
+                augment="randaugment",
+                mixup=0.8,
+                cutmix=1.0,
+                drop_path=0.1,
+                dropout=0.0,
+                head="linear",
+                precision="bf16",
+                compile=True,
+                num_workers=16,
+            ),
+        ),
+        Preset(
+            "mae",
+            "self-supervised pre-training with a masked autoencoder (75% of the patches hidden)",
+            "He et al. 2021 (MAE, Table 8): AdamW lr 1.5e-4 x batch/256, beta2 0.95, weight decay 0.05, 40 warm-up "
+            "epochs, cosine, 800 epochs, random crop and flip, no label in sight; then fine-tune",
+            dict(
+                dataset="imagefolder:data/cache/imagenet",
+                model="ViT-B/16",
+                image_size=224,
+                objective="mae",
+                epochs=800,
+                batch_size=4096,
+                lr=2.4e-3,
+                min_lr=0.0,
+                weight_decay=0.05,
+                beta2=0.95,
+                warmup_epochs=40.0,
+                schedule="cosine",
+                grad_clip=0.0,
+                augment="crop-flip",
+                precision="bf16",
+                compile=True,
+                num_workers=16,
+            ),
+        ),
+        Preset(
+            "mpp",
+            "self-supervised pre-training with the paper's masked patch prediction",
+            "Section 4.6 and appendix B.1.2: 50% of the patches corrupted (80% [mask], 10% another patch, 10% kept), "
+            "3-bit mean colour targets, Adam lr 2e-4, 10k warm-up steps, cosine decay, batch 4096",
+            dict(
+                dataset="imagefolder:data/cache/imagenet",
+                model="ViT-B/16",
+                image_size=224,
+                objective="mpp",
+                epochs=100,
+                batch_size=4096,
+                lr=2e-4,
+                min_lr=0.0,
+                weight_decay=0.0,
+                warmup_epochs=32.0,
+                schedule="cosine",
+                grad_clip=1.0,
+                augment="crop-flip",
+                precision="bf16",
+                compile=True,
+                num_workers=16,
+            ),
+        ),
+        Preset(
+            "fmnist-5min",
+            "time to accuracy: the full Fashion-MNIST on one GPU, goal >= 95.0% test accuracy in 5 min",
+            "ours: ViT-Ti (12 blocks, width 192) on 4x4 patches (49 tokens + [class]), crop-flip, label smoothing, "
+            "stochastic depth, an EMA of the weights; the whole set lives on the GPU as uint8 and is augmented there",
+            dict(
+                dataset="fashion-mnist",
+                model="ViT-Ti/4",
+                epochs=60,
+                batch_size=512,
+                lr=2e-3,
+                min_lr=1e-5,
+                weight_decay=0.05,
+                warmup_epochs=3.0,
+                schedule="cosine",
+                grad_clip=1.0,
+                label_smoothing=0.1,
+                augment="crop-flip",
+                drop_path=0.1,
+                dropout=0.0,
+                ema=0.999,
+                val_fraction=0.0,
+                precision="bf16",
+                compile=True,
+                log_every=100,
+            ),
+            measured="not measured: no GPU was lent to the issue that wrote it (see results/README.md)",
+        ),
+        Preset(
+            "cifar10-15min",
+            "time to accuracy: CIFAR-10 on one GPU, goal >= 94% test accuracy in 15 min",
+            "ours, after the small-data ViT recipes (DeiT; Lee et al. 2021): ViT-S on 4x4 patches of 32x32 images "
+            "(64 tokens), RandAugment, mixup/cutmix, label smoothing, stochastic depth, EMA",
+            dict(
+                dataset="cifar10",
+                model="ViT-S/4",
+                epochs=200,
+                batch_size=512,
+                lr=1e-3,
+                min_lr=1e-5,
+                weight_decay=0.05,
+                warmup_epochs=5.0,
+                schedule="cosine",
+                grad_clip=1.0,
+                label_smoothing=0.1,
+                augment="randaugment",
+                mixup=0.8,
+                cutmix=1.0,
+                drop_path=0.1,
+                dropout=0.0,
+                ema=0.9995,
+                val_fraction=0.0,
+                precision="bf16",
+                compile=True,
+                log_every=100,
+            ),
+            measured="not measured: no GPU was lent to the issue that wrote it, and CIFAR-10 cannot be downloaded here",
+        ),
+        Preset(
+            "tta-cpu",
+            "time to accuracy on a 2-core CPU: the full Fashion-MNIST, goal >= 88% in 5 min",
+            "ours (benchmarks/time_to_accuracy.py)",
+            dict(
+                dataset="fashion-mnist",
+                model="ViT-Mini/7",
+                epochs=5,
+                batch_size=256,
+                lr=2e-3,
+                weight_decay=0.05,
+                warmup_epochs=0.5,
+                augment="none",
+                label_smoothing=0.1,
+                val_fraction=0.0,
+                precision="fp32",
+            ),
+            measured="88.47% test accuracy in 4.34 min on the 2-core CPU (results/tta_cpu.json)",
+            hardware="CPU",
+        ),
+        Preset(
+            "course-cpu",
+            "the course's quick pre-training: a tiny ViT on the bundled data, in seconds on a CPU",
+            "the paper's recipe (Adam(W), linear warm-up and decay, clipping at 1, the MLP head) at toy scale",
+            dict(
+                dataset="fashion-mnist-mini",
+                model="ViT-Micro/4",
+                epochs=3,
+                batch_size=128,
+                lr=2e-3,
+                min_lr=1e-5,
+                weight_decay=0.05,
+                warmup_epochs=0.5,
+                schedule="linear",
+                grad_clip=1.0,
+                head="mlp",
+                augment="none",
+                precision="fp32",
+            ),
+            measured="see notebooks/15_pretraining.ipynb",
+            hardware="CPU",
+        ),
+    ]
+}
 
 
 def get_preset(name: str) -> Preset:
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
-                         f"(python -m vitlib.train --list-presets describes them).")
+        raise ValueError(
+            f"unknown preset {name!r}: choose one of {', '.join(PRESETS)} "
+            f"(python -m vitlib.train --list-presets describes them)."
+        )
     return PRESETS[name]
 
 
@@ -114,9 +288,19 @@ def table() -> list[dict]:
     rows = []
     for p in PRESETS.values():
         o = p.options
-        rows.append({"preset": p.name, "hardware": p.hardware, "model": o.get("model"), "dataset": o.get("dataset"),
-                     "objective": o.get("objective", "classify"), "epochs": o.get("epochs"),
-                     "batch": o.get("batch_size"), "lr": o.get("lr"), "measured": p.measured})
+        rows.append(
+            {
+                "preset": p.name,
+                "hardware": p.hardware,
+                "model": o.get("model"),
+                "dataset": o.get("dataset"),
+                "objective": o.get("objective", "classify"),
+                "epochs": o.get("epochs"),
+                "batch": o.get("batch_size"),
+                "lr": o.get("lr"),
+                "measured": p.measured,
+            }
+        )
     return rows
 
 

@@ -24,8 +24,11 @@ def save_model(model: nn.Module, out: Path, model_config: dict, sharded: bool = 
     if rank != 0:
         return
     weights = model.state_dict() if weights is None else weights
-    save_file({k: v.contiguous().cpu() for k, v in weights.items()}, str(Path(out) / "model.safetensors"),
-              metadata={"model_config": json.dumps(model_config), "vitlib": __version__})
+    save_file(
+        {k: v.contiguous().cpu() for k, v in weights.items()},
+        str(Path(out) / "model.safetensors"),
+        metadata={"model_config": json.dumps(model_config), "vitlib": __version__},
+    )
 
 
 def load_pretrained(path: str | Path) -> VisionTransformer:
@@ -36,8 +39,10 @@ def load_pretrained(path: str | Path) -> VisionTransformer:
     path = Path(path)
     file = path / "model.safetensors" if path.is_dir() else path
     if not file.exists():
-        raise FileNotFoundError(f"no pre-trained model at {file}: give the output folder of a vitlib.train run "
-                                f"(it holds model.safetensors once the run has finished).")
+        raise FileNotFoundError(
+            f"no pre-trained model at {file}: give the output folder of a vitlib.train run "
+            f"(it holds model.safetensors once the run has finished)."
+        )
     with safe_open(str(file), "pt") as f:
         meta = f.metadata() or {}
     if "model_config" not in meta:
@@ -48,7 +53,7 @@ def load_pretrained(path: str | Path) -> VisionTransformer:
         raise ValueError(f"{file} holds a {kind}, not a ViT: only ViTs can be loaded for fine-tuning.")
     state = load_file(str(file))
     if objective != "classify":
-        state = {k[len("vit."):]: v for k, v in state.items() if k.startswith("vit.")}
+        state = {k[len("vit.") :]: v for k, v in state.items() if k.startswith("vit.")}
     model = VisionTransformer(ViTConfig.from_dict(config))
     model.load_state_dict(state)
     return model

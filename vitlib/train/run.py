@@ -86,8 +86,10 @@ def output_paths(cfg: TrainConfig) -> tuple[Path | None, Path | None]:
     out = Path(cfg.out) if cfg.out else None
     ckpt_path = out / "checkpoint.safetensors" if out else None
     if ckpt_path is not None and ckpt_path.exists() and not cfg.resume:
-        raise FileExistsError(f"{ckpt_path} already exists: pass resume=True (--resume) to continue that run, or choose "
-                              f"another output folder. Nothing was overwritten.")
+        raise FileExistsError(
+            f"{ckpt_path} already exists: pass resume=True (--resume) to continue that run, or choose "
+            f"another output folder. Nothing was overwritten."
+        )
     if cfg.resume and not ckpt_path.exists():
         raise FileNotFoundError(f"resume asked for, but there is no checkpoint at {ckpt_path}.")
     return out, ckpt_path
@@ -101,6 +103,27 @@ def _device(cfg: TrainConfig, world: int, local_rank: int) -> torch.device:
     return device
 
 
+def _dataset(cfg: TrainConfig) -> Dataset:
+    return get_dataset(
+        cfg.dataset,
+        root=cfg.data_root,
+        download=cfg.download,
+        val_fraction=cfg.val_fraction,
+        subset=cfg.subset,
+        image_size=cfg.image_size,
+        seed=cfg.seed,
+    )
+
+
+def _loaders(cfg: TrainConfig, data: Dataset, device: torch.device, rank: int, world: int):
+    """(the training loader, {'val': ..., 'test': ...} for the splits there are)."""
+    train = make_loader(data.train, data, cfg, True, device, rank, world)
+    splits = (("val", data.val), ("test", data.test))
+    return train, {
+        name: make_loader(split, data, cfg, False, device, rank, world) for name, split in splits if split is not None
+    }
+
+
 def _model(cfg: TrainConfig, model: nn.Module | None, data: Dataset, device: torch.device) -> nn.Module:
     """The model given or built, on the device, and checked to compute cfg.objective."""
     model = (model or build_model(cfg, data)).to(device)
@@ -108,16 +131,19 @@ def _model(cfg: TrainConfig, model: nn.Module | None, data: Dataset, device: tor
         model = model.to(memory_format=torch.channels_last)
     computes = objective_name(model)
     if computes != cfg.objective:
-        raise ValueError(f"objective={cfg.objective!r} but the model given computes {computes!r}: wrap the ViT in "
-                         f"vitlib.objectives.MAE / MaskedPatchPrediction, or set objective={computes!r}.")
+        raise ValueError(
+            f"objective={cfg.objective!r} but the model given computes {computes!r}: wrap the ViT in "
+            f"vitlib.objectives.MAE / MaskedPatchPrediction, or set objective={computes!r}."
+        )
     return model
 
 
 def _schedule_lengths(cfg: TrainConfig, steps_per_epoch: int, train_size: int) -> tuple[int, int, int]:
     """(total steps, epochs, warm-up steps); with a step budget the last epoch may stop part-way."""
     if steps_per_epoch == 0:
-        raise ValueError(f"the training set ({train_size} images) is smaller than one batch ({cfg.batch_size}): "
-                         f"lower batch_size.")
+        raise ValueError(
+            f"the training set ({train_size} images) is smaller than one batch ({cfg.batch_size}): lower batch_size."
+        )
     total_steps = cfg.steps or cfg.epochs * steps_per_epoch
     return total_steps, math.ceil(total_steps / steps_per_epoch), max(1, round(cfg.warmup_epochs * steps_per_epoch))
 
@@ -130,28 +156,45 @@ def start(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     device = _device(cfg, world, local_rank)
     out, ckpt_path = output_paths(cfg)
     torch.manual_seed(cfg.seed)
-    data = data or get_dataset(cfg.dataset, root=cfg.data_root, download=cfg.download, val_fraction=cfg.val_fraction,
-                               subset=cfg.subset, image_size=cfg.image_size, seed=cfg.seed)
+    data = data or _dataset(cfg)
     model = _model(cfg, model, data, device)
     config = model_config(model, cfg.objective)
     sharded = cfg.fsdp and world > 1  # FSDP instead of DDP; the optimiser below then holds the shards
     if cfg.fsdp:
         distributed.shard_model(model, device, world)
-    train_loader = make_loader(data.train, data, cfg, True, device, rank, world)
-    eval_loaders = {name: make_loader(split, data, cfg, False, device, rank, world)
-                    for name, split in (("val", data.val), ("test", data.test)) if split is not None}
+    train_loader, eval_loaders = _loaders(cfg, data, device, rank, world)
     total_steps, epochs, warmup_steps = _schedule_lengths(cfg, len(train_loader), len(data.train))
     optimizer, scheduler = make_optimizer(model, cfg, device, total_steps, warmup_steps)
     ema = EMA(model, cfg.ema) if cfg.ema > 0 else None
     dtype = autocast_dtype(cfg.precision, device)
     net = distributed.data_parallel(model, device) if world > 1 and not sharded else model
     result = Result(model=model, out=out)
-    run = Run(cfg, device, rank, world, data, model, torch.compile(net) if cfg.compile else net,
-              get_objective(cfg.objective, cfg.label_smoothing), config, sharded, train_loader, eval_loaders,
-              total_steps, epochs, optimizer, scheduler, ema, dtype,
-              torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
-              make_mixer(cfg.mixup, cfg.cutmix, data.num_classes), result,
-              MetricsLog(out if rank == 0 else None, result.steps, result.history), out, ckpt_path)
+    run = Run(
+        cfg,
+        device,
+        rank,
+        world,
+        data,
+        model,
+        torch.compile(net) if cfg.compile else net,
+        get_objective(cfg.objective, cfg.label_smoothing),
+        config,
+        sharded,
+        train_loader,
+        eval_loaders,
+        total_steps,
+        epochs,
+        optimizer,
+        scheduler,
+        ema,
+        dtype,
+        torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
+        make_mixer(cfg.mixup, cfg.cutmix, data.num_classes),
+        result,
+        MetricsLog(out if rank == 0 else None, result.steps, result.history),
+        out,
+        ckpt_path,
+    )
     if cfg.resume:
         _resume(run)
     if out is not None and rank == 0:
@@ -160,8 +203,15 @@ def start(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
 
 
 def _resume(run: Run) -> None:
-    meta = load_checkpoint(run.ckpt_path, run.model, run.optimizer, run.scheduler, run.ema,
-                           model_config=run.model_config, sharded=run.sharded)
+    meta = load_checkpoint(
+        run.ckpt_path,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        run.ema,
+        model_config=run.model_config,
+        sharded=run.sharded,
+    )
     progress = meta["progress"]
     run.start_epoch, run.start_step, run.start_sums = progress["epoch"], progress["step_in_epoch"], progress.get("sums")
     run.result.history[:], run.result.steps[:] = meta.get("history", []), meta.get("steps", [])
@@ -170,6 +220,13 @@ def _resume(run: Run) -> None:
 def _write_config(run: Run) -> None:
     run.out.mkdir(parents=True, exist_ok=True)
     parallel = "fsdp" if run.sharded else "ddp" if run.world > 1 else "none"
-    info = {"train": dataclasses.asdict(run.cfg), "model": run.model_config, "data": repr(run.data),
-            "vitlib": __version__, "torch": torch.__version__, "processes": run.world, "parallel": parallel}
+    info = {
+        "train": dataclasses.asdict(run.cfg),
+        "model": run.model_config,
+        "data": repr(run.data),
+        "vitlib": __version__,
+        "torch": torch.__version__,
+        "processes": run.world,
+        "parallel": parallel,
+    }
     (run.out / "config.json").write_text(json.dumps(info, indent=2))

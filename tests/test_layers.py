@@ -1,0 +1,127 @@
+"""vitlib's layout: model <- data <- objectives <- train <- studies, nothing importing from a layer above it, no
+import circle (imports inside functions included), small modules and functions, and the old module paths kept as
+deprecated aliases."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from vitlib._compat import MOVED
+
+PACKAGE = Path(__file__).resolve().parent.parent / "vitlib"
+# the layer of each part of vitlib; a module may import from its own layer and the ones below
+LAYERS = {
+    "vitlib._version": 0,
+    "vitlib.utils": 0,
+    "vitlib._compat": 0,
+    "vitlib.model": 1,
+    "vitlib.data": 2,
+    "vitlib.objectives": 3,
+    "vitlib.train": 4,
+    "vitlib.studies": 5,
+    "vitlib": 6,
+}
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 330, 60
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int:
+    return max((v for k, v in LAYERS.items() if module == k or module.startswith(k + ".")), default=-1)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every vitlib module `name` imports, at the top or inside a function; `from .x import y` counts as x.y when
+    x.y is a module, else as x."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("vitlib")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("vitlib"):
+                continue
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return found - {name}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+
+
+def test_every_module_has_a_layer(graph):
+    assert all(layer(m) >= 0 for m in graph), [m for m in graph if layer(m) < 0]
+
+
+def test_no_module_imports_from_a_layer_above_it(graph):
+    wrong = [(m, t) for m, targets in graph.items() for t in targets if layer(t) > layer(m)]
+    assert not wrong, f"imports from a layer above: {wrong}"
+    # within layer 3, the engine uses the objectives, never the other way round
+    assert not [(m, t) for m, ts in graph.items() for t in ts if m.startswith("vitlib.objectives") and "train" in t]
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A path of imports that comes back to where it started, or None (depth-first search)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if state.get(nxt) != 2 and (circle := visit(nxt, path + [nxt])):
+                return circle
+        state[node] = 2
+        return None
+
+    return next((c for start in sorted(graph) if start not in state and (c := visit(start, [start]))), None)
+
+
+def test_no_import_circle(graph):
+    assert find_circle(graph) is None, "import circle: " + " -> ".join(find_circle(graph))
+
+
+def test_the_circle_check_finds_a_circle():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("name, path", sorted(modules().items()), ids=sorted(modules()))
+def test_modules_and_functions_fit_in_ones_head(name, path):
+    text = path.read_text()
+    assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{name}: {len(text.splitlines())} lines"
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            assert length <= MAX_FUNCTION_LINES, f"{name}.{node.name}: {length} lines"
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_module_paths_still_work_with_a_warning(old):
+    new = importlib.import_module(MOVED[old][0])
+    name = next(n for n in dir(new) if not n.startswith("_") and callable(getattr(new, n)))
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: its names are now in {MOVED[old][0]}"):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(new, name)
+    with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
+        module.not_a_name  # noqa: B018
