@@ -13,6 +13,22 @@ if str(ROOT) not in sys.path:  # vitlib is used from the checkout, installed or 
     sys.path.insert(0, str(ROOT))
 
 import vitlib  # noqa: E402
+from vitlib.train import TrainConfig  # noqa: E402
+
+# A run of ViT-Micro with 7x7 patches (16 tokens) on 512 bundled images: 8 steps of 64 images an epoch, seconds
+TINY_RUN = TrainConfig(
+    model="ViT-Micro/7",
+    dataset="fashion-mnist-mini",
+    subset=512,
+    batch_size=64,
+    epochs=2,
+    lr=3e-3,
+    warmup_epochs=0.5,
+    val_fraction=0.1,
+    log_every=4,
+    progress=False,
+    eval_test=False,
+)
 
 # A ViT small enough to run forward and backward in milliseconds on a CPU: 28x28 grey images, P=4 -> 7x7 = 49 patches.
 SMALL = dict(image_size=28, patch_size=4, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)

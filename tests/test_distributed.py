@@ -16,32 +16,11 @@ from vitlib.train.checkpoint import read_checkpoint
 pytestmark = pytest.mark.skipif(TORCHRUN is None, reason="torchrun (part of PyTorch) is not installed next to python")
 
 # global batch 64 (2 x 32 under torchrun), 8 steps an epoch, no augmentation, no dropout: nothing random but the init
-OPTIONS = [
-    "--model",
-    "ViT-Micro/7",
-    "--subset",
-    "512",
-    "--batch-size",
-    "64",
-    "--epochs",
-    "2",
-    "--val-fraction",
-    "0.1",
-    "--lr",
-    "3e-3",
-    "--warmup-epochs",
-    "0.5",
-    "--dropout",
-    "0",
-    "--drop-path",
-    "0",
-    "--augment",
-    "none",
-    "--no-eval-test",
-    "--no-progress",
-    "--log-every",
-    "4",
-]
+# fmt: off
+OPTIONS = ["--model", "ViT-Micro/7", "--subset", "512", "--batch-size", "64", "--epochs", "2", "--val-fraction", "0.1",
+           "--lr", "3e-3", "--warmup-epochs", "0.5", "--dropout", "0", "--drop-path", "0", "--augment", "none",
+           "--no-eval-test", "--no-progress", "--log-every", "4"]
+# fmt: on
 
 
 def launch(out: Path, *extra: str, processes: int = 1):

@@ -27,46 +27,13 @@ needs_torchrun = pytest.mark.skipif(
 
 # as tests/test_distributed.py, smaller (the start of each process is most of the time): global batch 64 (2 x 32 under
 # torchrun), 4 steps an epoch, 200 validation images, no augmentation, no dropout: nothing random but the init
-OPTIONS = [
-    "--model",
-    "ViT-Micro/7",
-    "--subset",
-    "256",
-    "--batch-size",
-    "64",
-    "--epochs",
-    "2",
-    "--val-fraction",
-    "0.02",
-    "--lr",
-    "3e-3",
-    "--warmup-epochs",
-    "0.5",
-    "--dropout",
-    "0",
-    "--drop-path",
-    "0",
-    "--augment",
-    "none",
-    "--no-eval-test",
-    "--no-progress",
-    "--log-every",
-    "4",
-]
-BASE = TrainConfig(
-    model="ViT-Micro/7",
-    dataset="fashion-mnist-mini",
-    subset=512,
-    batch_size=64,
-    epochs=1,
-    steps=3,
-    lr=3e-3,
-    warmup_epochs=0.5,
-    log_every=4,
-    progress=False,
-    eval_test=False,
-    fsdp=True,
-)  # in-process
+# fmt: off
+OPTIONS = ["--model", "ViT-Micro/7", "--subset", "256", "--batch-size", "64", "--epochs", "2", "--val-fraction", "0.02",
+           "--lr", "3e-3", "--warmup-epochs", "0.5", "--dropout", "0", "--drop-path", "0", "--augment", "none",
+           "--no-eval-test", "--no-progress", "--log-every", "4"]
+BASE = TrainConfig(model="ViT-Micro/7", dataset="fashion-mnist-mini", subset=512, batch_size=64, epochs=1, steps=3,
+                   lr=3e-3, warmup_epochs=0.5, log_every=4, progress=False, eval_test=False, fsdp=True)  # in-process
+# fmt: on
 
 
 def launch(out: Path, *extra: str, processes: int = 1):

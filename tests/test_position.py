@@ -169,4 +169,3 @@ def test_sincos_2d_equals_timms_with_the_channels_in_another_order():
     theirs = build_sincos2d_pos_embed(list(grid), dim)
     reordered = torch.cat([theirs[:, :q], theirs[:, 2 * q : 3 * q], theirs[:, q : 2 * q], theirs[:, 3 * q :]], dim=1)
     assert torch.allclose(sincos_2d(grid, dim), reordered, atol=1e-6)
-

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_RUN
 from safetensors.torch import load_file, save_file
 
 from vitlib.data import TensorLoader, get_dataset
@@ -24,19 +25,7 @@ from vitlib.train import TrainConfig, check_config, load_pretrained, main, parse
 from vitlib.train.presets import PRESETS, get_preset, table
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = TrainConfig(
-    model="ViT-Micro/7",
-    dataset="fashion-mnist-mini",
-    subset=512,
-    batch_size=64,
-    epochs=2,
-    lr=3e-3,
-    warmup_epochs=0.5,
-    val_fraction=0.1,
-    log_every=4,
-    progress=False,
-    eval_test=False,
-)
+BASE = TINY_RUN
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

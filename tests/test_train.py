@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_RUN
 from safetensors.torch import load_file
 from torch import nn
 
@@ -26,19 +27,7 @@ from vitlib.train.checkpoint import CheckpointError, read_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 # ViT-Micro with 7x7 patches (16 tokens): 8 steps of 64 images per epoch, a few seconds a run on 2 CPU cores
-BASE = TrainConfig(
-    model="ViT-Micro/7",
-    dataset="fashion-mnist-mini",
-    subset=512,
-    batch_size=64,
-    epochs=2,
-    lr=3e-3,
-    warmup_epochs=0.5,
-    val_fraction=0.1,
-    log_every=4,
-    progress=False,
-    eval_test=False,
-)
+BASE = TINY_RUN
 CLOCKS = ("time_s", "images_per_s")  # the only columns that may differ between two runs
 
 

@@ -16,7 +16,30 @@ from .augment import RANDAUGMENT_GROUPS, batch_seed, check_augment, folder_trans
 from .splits import TensorSplit
 
 
-class TensorLoader:
+class ShardedBatches:
+    """What both loaders share: `size` examples in batches of a global `batch_size` (each of `world_size` processes
+    takes its `rank`-th share), in a seeded order per epoch (shuffled or not), with or without the last partial
+    batch."""
+
+    def __init__(
+        self, size: int, batch_size: int, shuffle: bool, seed: int, drop_last: bool, device, rank: int, world_size: int
+    ):
+        if batch_size % world_size:
+            raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
+        self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = size, batch_size, shuffle, seed, drop_last
+        self.device, self.rank, self.world_size = torch.device(device), rank, world_size
+
+    def __len__(self) -> int:
+        return self.size // self.batch_size if self.drop_last else math.ceil(self.size / self.batch_size)
+
+    def order(self, epoch: int) -> torch.Tensor:
+        """The example order of `epoch` (a permutation drawn from (seed, epoch), or 0..size-1), on the CPU."""
+        if not self.shuffle:
+            return torch.arange(self.size)
+        return torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch))
+
+
+class TensorLoader(ShardedBatches):
     """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`.
 
     The whole split is held on `device` as uint8 (Fashion-MNIST's 60,000 images are 47 MB), so a batch is an index
@@ -40,33 +63,19 @@ class TensorLoader:
         world_size: int = 1,
         randaugment_groups: int | None = None,
     ):
-        if batch_size % world_size:
-            raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
+        super().__init__(len(split), batch_size, shuffle, seed, drop_last, device, rank, world_size)
         if randaugment_groups is not None and randaugment_groups < 1:
             raise ValueError(
                 f"randaugment_groups must be at least 1 (or None: per image on the CPU, "
                 f"{RANDAUGMENT_GROUPS} groups on a GPU), got {randaugment_groups}."
             )
-        if randaugment_groups is None and torch.device(device).type == "cuda":
+        if randaugment_groups is None and self.device.type == "cuda":
             randaugment_groups = RANDAUGMENT_GROUPS
-        self.randaugment_groups = randaugment_groups
+        self.randaugment_groups, self.augment = randaugment_groups, check_augment(augment)
         self.split = split.to(device)
-        self.batch_size, self.shuffle, self.augment, self.seed = batch_size, shuffle, check_augment(augment), seed
-        self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1) * 255
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1) * 255
         self._randaugment = T.RandAugment()
-
-    def __len__(self) -> int:
-        n = len(self.split)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-    def order(self, epoch: int) -> torch.Tensor:
-        n = len(self.split)
-        if not self.shuffle:
-            return torch.arange(n, device=self.device)
-        g = torch.Generator().manual_seed(self.seed * 7919 + epoch)
-        return torch.randperm(n, generator=g).to(self.device)
 
     def batch(self, order: torch.Tensor, epoch: int, step: int):
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
@@ -99,12 +108,12 @@ class TensorLoader:
 
     def epoch(self, epoch: int = 0, start: int = 0):
         """Iterate over the batches of `epoch`, from step `start` on."""
-        order = self.order(epoch)
+        order = self.order(epoch).to(self.device)
         for step in range(start, len(self)):
             yield self.batch(order, epoch, step)
 
 
-class FolderLoader(TensorLoader):
+class FolderLoader(ShardedBatches):
     """Batches of a torchvision image dataset read by DataLoader workers; same order and sharding as TensorLoader."""
 
     def __init__(
@@ -123,18 +132,9 @@ class FolderLoader(TensorLoader):
         world_size: int = 1,
         num_workers: int = 4,
     ):
-        if batch_size % world_size:
-            raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
-        self.dataset, self.batch_size, self.shuffle, self.seed = dataset, batch_size, shuffle, seed
-        self.drop_last, self.device, self.rank, self.world_size = drop_last, torch.device(device), rank, world_size
-        self.num_workers, self.transform = (
-            num_workers,
-            folder_transforms(image_size, mean, std, shuffle, check_augment(augment)),
-        )
-
-    def __len__(self) -> int:
-        n = len(self.dataset)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        super().__init__(len(dataset), batch_size, shuffle, seed, drop_last, device, rank, world_size)
+        self.dataset, self.num_workers = dataset, num_workers
+        self.transform = folder_transforms(image_size, mean, std, shuffle, check_augment(augment))
 
     def _item(self, key):
         i, seed = key
@@ -158,12 +158,8 @@ class FolderLoader(TensorLoader):
         )
 
     def epoch(self, epoch: int = 0, start: int = 0):
-        n = len(self.dataset)
-        order = (
-            torch.randperm(n, generator=torch.Generator().manual_seed(self.seed * 7919 + epoch))
-            if self.shuffle
-            else torch.arange(n)
-        )
+        """Iterate over the batches of `epoch`, from step `start` on (read and transformed by the workers)."""
+        order = self.order(epoch)
         mine = [self._shard(order, epoch, s) for s in range(start, len(self))]
         loader = torch.utils.data.DataLoader(
             _MapDataset(self._item),
