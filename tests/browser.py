@@ -46,7 +46,8 @@ def require_chromium() -> str:
         pytest.skip("Playwright for Python is missing: pip install -e '.[dev]' (or make setup)")
     path = find_chromium()
     if path is None:
-        pytest.skip(f"no Chromium found: {INSTALL_HINT}")
+        where = f"$CHROMIUM={os.environ['CHROMIUM']} does not exist" if os.environ.get("CHROMIUM") else "no Chromium found"
+        pytest.skip(f"{where}: {INSTALL_HINT}")
     return path
 
 
