@@ -25,7 +25,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SITE_CONFIG = ROOT / "site"
 NOTEBOOK_NAME = re.compile(r"^(\d+)_.+\.ipynb$")
-LOCAL_LINK = re.compile(r"\]\(([^)\s#]+)[^)]*\)|\bsrc=\"([^\"#]+)\"")
+HEAVY = ("*.safetensors", "*.pt", "*.pth", "*.ckpt", "*.npz", "*.tar", "*.zip")  # never pages of the site
+MAX_CLAIMS_FILES, MAX_CLAIMS_BYTES = 2000, 200_000_000
 
 
 class SiteError(RuntimeError):
@@ -86,12 +87,6 @@ def table_of_contents(notebooks: list[Path], parts: list[Part], claims: bool, re
     return {"format": "jb-book", "root": "index", "parts": toc_parts}
 
 
-def local_links(markdown: str) -> list[str]:
-    """Relative paths that a Markdown text links to or shows (images, tables as files)."""
-    found = [a or b for a, b in LOCAL_LINK.findall(markdown)]
-    return [p for p in found if not re.match(r"^[a-z][a-z0-9+.-]*:", p, re.I) and not p.startswith("/")]
-
-
 def stage(work: Path, notebooks: list[Path], readme: Path, claims: Path | None) -> dict:
     """Assemble the book's sources in `work`: config, toc, README as index.md, notebooks, claims report."""
     if work.exists():
@@ -102,15 +97,16 @@ def stage(work: Path, notebooks: list[Path], readme: Path, claims: Path | None) 
     shutil.copy2(readme, work / "index.md")
     for nb in notebooks:
         shutil.copy2(nb, work / "notebooks" / nb.name)
-    if claims is not None:
-        (work / "results").mkdir()
+    if claims is not None:  # with its folder: the figures and tables it shows or includes (checkpoints left out)
+        ignore = shutil.ignore_patterns(*HEAVY, "__pycache__", ".*")
+        files = [p for p in claims.parent.rglob("*") if p.is_file() and not ignore(str(p.parent), [p.name])
+                 and not any(part.startswith(".") for part in p.relative_to(claims.parent).parts)]
+        size = sum(p.stat().st_size for p in files)
+        if len(files) > MAX_CLAIMS_FILES or size > MAX_CLAIMS_BYTES:
+            raise SiteError(f"the claims report's folder {claims.parent} holds {len(files)} files, {size / 1e6:.0f} MB: "
+                            f"keep CLAIMS.md in a folder of its own (results/) with what it shows")
+        shutil.copytree(claims.parent, work / "results", ignore=ignore)
         shutil.copy2(claims, work / "results" / "CLAIMS.md")
-        for rel in local_links(claims.read_text()):  # the figures and tables the report points to
-            source = (claims.parent / rel).resolve()
-            if source.is_file() and claims.parent.resolve() in source.parents:
-                target = work / "results" / source.relative_to(claims.parent.resolve())
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
     parts, caption = load_parts()
     toc = table_of_contents(notebooks, parts, claims is not None, caption)
     (work / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False, allow_unicode=True))

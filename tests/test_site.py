@@ -31,6 +31,11 @@ CLAIMS = """# The paper's claims, measured
 | ViT overfits small data more than a ResNet (Fig. 3) | §4.3 | 3 seeds | holds-in-miniature |
 
 ![error bars](figures/claims.png)
+
+```{csv-table} Measured, from a table file of its own
+:file: claims.csv
+:header-rows: 1
+```
 """
 
 
@@ -102,10 +107,13 @@ def test_bad_input_is_told(tmp_path, capsys):
     assert (occupied / "mine.txt").exists()
 
 
-def test_local_links_of_the_claims_report():
-    assert build_site.local_links(CLAIMS) == ["figures/claims.png"]
-    found = build_site.local_links('[a](https://x.org/a.png) <img src="b.png"> [c](/abs.md) [d](t.csv#x)')
-    assert sorted(found) == ["b.png", "t.csv"]
+def test_a_claims_report_in_a_crowded_folder_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(build_site, "MAX_CLAIMS_FILES", 3)
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text("x")
+    (tmp_path / "CLAIMS.md").write_text(CLAIMS)
+    with pytest.raises(build_site.SiteError, match="folder of its own"):
+        build_site.stage(tmp_path / "work", [notebook(tmp_path, "00_a.ipynb")], ROOT / "README.md", tmp_path / "CLAIMS.md")
 
 
 # ---------------------------------------------------------------- one real build
@@ -124,6 +132,9 @@ def site(tmp_path_factory):
     (tmp / "results" / "figures").mkdir(parents=True)
     (tmp / "results" / "CLAIMS.md").write_text(CLAIMS)
     plt.imsave(tmp / "results" / "figures" / "claims.png", [[0.0, 1.0], [1.0, 0.0]])
+    (tmp / "results" / "claims.csv").write_text("claim,seeds,gap\nViT vs ResNet at 1% data,3,-0.071 ± 0.012\n")
+    (tmp / "results" / "model.safetensors").write_bytes(b"0" * 1000)  # a checkpoint: not published
+    (tmp / "results" / "README.md").write_text("# Measured results\n\nNot a page of the site.\n")  # as in results/
     readme = tmp / "README.md"
     readme.write_text((ROOT / "README.md").read_text() + "\nStart with [the patches](notebooks/01_patches.ipynb).\n")
     out = tmp / "site"
@@ -152,8 +163,8 @@ def test_builds_without_warnings(site):
 def test_every_notebook_has_a_page_under_its_part(site):
     index = page(site, "index.html")
     captions = [(m.start(), html.unescape(m.group(1))) for m in re.finditer(r'<span class="caption-text">(.*?)</span>', index)]
-    parts, _ = build_site.load_parts()
-    assert [c for _, c in captions] == [p.title for p in parts] + ["Results"]
+    parts, results_caption = build_site.load_parts()
+    assert [c for _, c in captions] == [p.title for p in parts] + [results_caption]
     for nb in NOTEBOOKS:
         title = next(line[2:].strip() for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "markdown"
                      for line in "".join(c["source"]).splitlines() if line.startswith("# "))
@@ -188,6 +199,8 @@ def test_claims_report_is_a_page_with_its_table_and_figure(site):
     assert "<table" in body and "holds-in-miniature" in body
     assert re.search(r'<img[^>]+src="\.\./_images/claims[^"]*\.png"', body)
     assert any((site["out"] / "_images").glob("claims*.png"))
+    assert "-0.071 ± 0.012" in body  # the table included from claims.csv
+    assert not list(site["out"].rglob("*.safetensors"))
 
 
 def test_maths_served_from_the_site(site):
