@@ -90,6 +90,8 @@ def table_of_contents(notebooks: list[Path], parts: list[Part], claims: bool, re
 def stage(work: Path, notebooks: list[Path], readme: Path, claims: Path | None) -> dict:
     """Assemble the book's sources in `work`: config, toc, README as index.md, notebooks, claims report."""
     if work.exists():
+        if any(work.iterdir()) and not (work / "_toc.yml").exists():
+            raise SiteError(f"{work} is not empty and holds no earlier website sources: choose another --work")
         shutil.rmtree(work)
     (work / "notebooks").mkdir(parents=True)
     shutil.copy2(SITE_CONFIG / "_config.yml", work / "_config.yml")
@@ -125,15 +127,15 @@ def tool(name: str) -> str:
 
 def build(work: Path, out: Path, jobs: str = "1") -> list[str]:
     """Sphinx's HTML build of the staged book into `out`; returns Sphinx's warnings (lines)."""
+    if out.exists():
+        if any(out.iterdir()) and not (out / ".buildinfo").exists():
+            raise SiteError(f"{out} is not empty and holds no earlier website: choose another --out")
+        shutil.rmtree(out)
     made = subprocess.run([tool("jupyter-book"), "config", "sphinx", str(work)], capture_output=True, text=True)
     if made.returncode:
         raise SiteError(f"jupyter-book could not write the Sphinx configuration:\n{made.stdout}{made.stderr}")
     with open(work / "conf.py", "a") as conf:  # `jupyter-book build` puts local extensions on sys.path; conf.py must
         conf.write("\nimport os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), '_ext'))\n")
-    if out.exists():
-        if any(out.iterdir()) and not (out / ".buildinfo").exists():
-            raise SiteError(f"{out} is not empty and holds no earlier website: choose another --out")
-        shutil.rmtree(out)
     warnings_file = work / "sphinx-warnings.log"
     run = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-j", jobs, "-d", str(work / ".doctrees"),
                           "-w", str(warnings_file), "--keep-going", str(work), str(out)],

@@ -68,7 +68,8 @@ A_PROGRESS_BAR = """path => {
   const outputs = panel.content.widgets.flatMap(c => c.model.type === 'code' ? c.model.outputs.toJSON() : []);
   const moved = Array.from(panel.node.querySelectorAll('.widget-hprogress .progress-bar'))
                      .some(bar => parseFloat(bar.style.width) > 0);
-  return moved || outputs.some(o => o.output_type === 'error' || (o.output_type === 'stream' && o.text.includes('%|')));
+  const textBar = o => o.output_type === 'stream' && [].concat(o.text).join('').includes('%|');
+  return moved || outputs.some(o => o.output_type === 'error' || textBar(o));
 }""".replace("{PANEL}", PANEL)
 
 # the notebook's tab is open, in front, and its kernel idle
@@ -159,8 +160,13 @@ def committed_code_cells(name: str) -> list[dict]:
     return json.loads((NOTEBOOKS / name).read_text())["cells"]
 
 
+def text_of(output: dict) -> str:
+    """A stream's text (a string, or a list of lines as in .ipynb files)."""
+    return "".join(output.get("text", ""))
+
+
 def stdout_of(cell: dict) -> str:
-    return "".join("".join(o["text"]) for o in cell.get("outputs", [])
+    return "".join(text_of(o) for o in cell.get("outputs", [])
                    if o["output_type"] == "stream" and o["name"] == "stdout")
 
 
@@ -217,12 +223,12 @@ def test_training_progress_bar_is_a_widget(lab, browser, shots):
     print(f"screenshot: {shots / '06_first_training.png'}")
 
     assert not errors_in(state), "cells failed in JupyterLab:\n" + "\n".join(errors_in(state))
-    training = [c for c in state["cells"] if c["bars"] or any(o["output_type"] == "stream" and "%|" in o["text"]
+    training = [c for c in state["cells"] if c["bars"] or any(o["output_type"] == "stream" and "%|" in text_of(o)
                                                               for o in c["outputs"])]
     assert training, "no cell shows a progress bar"
     cell = training[0]
     assert "train(" in cell["source"], f"the bar is not the training's:\n{cell['source'][:300]}"
-    text_bars = [o["text"] for o in cell["outputs"] if o["output_type"] == "stream" and "%|" in o["text"]]
+    text_bars = [text_of(o) for o in cell["outputs"] if o["output_type"] == "stream" and "%|" in text_of(o)]
     assert not text_bars, f"the progress bar was printed as text (ipywidgets missing in the kernel?):\n{text_bars[0]}"
     widgets = [o for o in cell["outputs"]
                if o["output_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in o["data"]]

@@ -104,6 +104,8 @@ def test_bad_input_is_told(tmp_path, capsys):
     (occupied / "mine.txt").write_text("not a website")
     with pytest.raises(build_site.SiteError, match="not empty"):
         build_site.build(tmp_path, occupied)
+    with pytest.raises(build_site.SiteError, match="not empty"):
+        build_site.stage(occupied, [], ROOT / "README.md", None)
     assert (occupied / "mine.txt").exists()
 
 
