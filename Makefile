@@ -8,11 +8,12 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course test lint format lab clean-venv full-fashion-mnist
+.PHONY: setup course site test lint format lab clean-venv full-fashion-mnist
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make course   set up if needed, then run every notebook with papermill (executed copies under runs/)"
+	@echo "make site     set up if needed, then build the course's website from the committed notebooks (_build/site)"
 	@echo "make test     set up if needed, then the linter (ruff), pytest on vitlib and nbval on every notebook"
 	@echo "make format   format the code with ruff (make lint checks it without changing anything)"
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
@@ -29,6 +30,10 @@ setup: $(STAMP)
 
 course: setup
 	$(PY) scripts/run_course.py
+
+# the website of the executed course: the committed notebooks with their outputs, nothing re-run; opens offline
+site: setup
+	$(PY) scripts/build_site.py --out _build/site
 
 # one pytest-xdist worker per core, one thread each (the course's models are too small for two threads to pay);
 # --dist loadscope keeps every notebook's cells, in order, on one worker

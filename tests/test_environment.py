@@ -20,9 +20,7 @@ def test_conda_and_pip_list_the_same_packages():
     for extra in project["optional-dependencies"].values():
         pip |= {_name(s) for s in extra}
     pip.discard("vitlib")
-    conda = {
-        CONDA_TO_PIP.get(_name(s), _name(s))
-        for s in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-        if isinstance(s, str)
-    } - {"python", "pip"}
+    specs = yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
+    specs += [s for entry in specs if isinstance(entry, dict) for s in entry.get("pip", [])]  # those conda lacks
+    conda = {CONDA_TO_PIP.get(_name(s), _name(s)) for s in specs if isinstance(s, str)} - {"python", "pip"}
     assert pip == conda, f"only in pyproject: {sorted(pip - conda)}; only in environment.yml: {sorted(conda - pip)}"
