@@ -119,8 +119,8 @@ def _error_summary(case) -> str:
 def junit_results(path: Path | None, stopped: str | None = None) -> list[dict]:
     """One dict per exercise from pytest's junit XML (None or missing when pytest never finished)."""
     cases = list(ET.parse(path).getroot().iter("testcase")) if path is not None and path.exists() else []
-    broken = [c for c in cases if _exercise_of(c.get("name", "")) is None and (c.find("error") is not None
-                                                                               or c.find("failure") is not None)]
+    broken = [c for c in cases if not c.get("classname")]  # a test file that could not be collected
+    cases = [c for c in cases if c.get("classname")]
     rows = []
     for key, title, points in EXERCISES:
         row = dict(exercise=key, title=title, points=0, max_points=points)

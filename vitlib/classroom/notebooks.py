@@ -185,8 +185,11 @@ def grading_notebook(instructor_nb, student_nb, exercises: list[Exercise] | None
              if not (set(tags(c)) & {CHECK, HIDDEN} or c.get("id") in check_ids
                      or (c.cell_type == "code" and _norm(c.source) in check_sources))]
 
-    def boundary(cell):
-        return cell.get("id") in teaching_ids or cell.get("id") in exercise_ids or EXERCISE in tags(cell)
+    teaching_sources = {_norm(c.source) for c in instructor_nb.cells if c.get("id") in teaching_ids} - {""}
+
+    def boundary(cell):  # a teaching cell (by id, or by source when the ids are lost) or another exercise
+        return (cell.get("id") in teaching_ids or cell.get("id") in exercise_ids or EXERCISE in tags(cell)
+                or _norm(cell.source) in teaching_sources)
 
     def end_of_segment(anchor):
         j = anchor + 1

@@ -1,7 +1,8 @@
 """Grade a class: find what each student submitted, run one process per student and assignment, `workers` at a time.
 
-Each job runs `python -m vitlib.classroom.worker` in a private folder with a copy of the student's folder; a job that
-runs past its time limit is killed with its kernel, and what it had graded so far is kept (the rest is `timeout`).
+Each job runs `vitlib.classroom.worker.main` in a process of its own, in a private folder with a copy of the student's
+folder; a job that runs past its time limit is killed with its kernel, and what it had graded so far is kept (the rest
+is `timeout`).
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ from pathlib import Path
 import psutil
 from tqdm.auto import tqdm
 
-from . import library
-from .worker import results_after_stop
+from . import library, worker
 
 
 class ClassroomError(ValueError):
@@ -93,6 +93,13 @@ def find_class(submissions: Path, source: Path, assignments: list[str] | None):
     return students, seen, cat
 
 
+# The worker needs nbformat and papermill, not torch: it loads vitlib.classroom without running vitlib/__init__.py
+# (which imports torch), a few seconds saved per job. The kernels and the tests import vitlib as usual.
+_WORKER = ("import sys, types; vitlib = types.ModuleType('vitlib'); vitlib.__path__ = [sys.argv[2]]; "
+           "sys.modules['vitlib'] = vitlib; from vitlib.classroom.worker import main; sys.exit(main(sys.argv[1:2]))")
+_VITLIB_DIR = str(Path(__file__).resolve().parent.parent)
+
+
 def _kill_tree(pid: int) -> None:
     try:
         parent = psutil.Process(pid)
@@ -108,13 +115,16 @@ def _kill_tree(pid: int) -> None:
 
 
 def _run_job(job: dict) -> list[dict]:
+    if not job["submission"]:  # nothing to run: the rows say what is missing
+        rows = worker.grade_library(job) if job["kind"] == "library" else worker.plan(job)[3]
+        return [{"student": job["student"], "assignment": job["assignment"], "seconds": 0.0, **r} for r in rows]
     job_dir = Path(job["dir"])
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / "job.json").write_text(json.dumps(job))
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.monotonic()
     with open(job_dir / "worker.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "vitlib.classroom.worker", str(job_dir / "job.json")],
+        proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(job_dir / "job.json"), _VITLIB_DIR],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, cwd=job_dir)
         try:
             proc.wait(timeout=job["timeout"])
@@ -123,7 +133,8 @@ def _run_job(job: dict) -> list[dict]:
             _kill_tree(proc.pid)
             stopped = f"timeout: past the limit of {job['timeout']:g} s per student and assignment"
     results = job_dir / "results.json"
-    rows = json.loads(results.read_text()) if stopped is None and results.exists() else results_after_stop(job, stopped)
+    rows = (json.loads(results.read_text()) if stopped is None and results.exists()
+            else worker.results_after_stop(job, stopped or "no results"))
     seconds = round(time.monotonic() - start, 1)
     return [{"student": job["student"], "assignment": job["assignment"], "seconds": seconds, **r} for r in rows]
 

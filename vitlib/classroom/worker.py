@@ -1,4 +1,4 @@
-"""Grade one student's one assignment, in a process of its own: `python -m vitlib.classroom.worker JOB.json`.
+"""Grade one student's one assignment, in a process of its own (the runner calls `main([JOB.json])`).
 
 The job (a JSON file written by the runner) names the instructor's source, the student's file (or none), the student's
 folder and a private folder for this job. The student's folder is copied there first, and the notebook runs in that copy,
@@ -117,7 +117,10 @@ def main(argv: list[str]) -> int:
         (Path(job["dir"]) / "grader-error.txt").write_text(traceback.format_exc())
     if rows is None:
         msg = f"the grader failed on this submission (details in {Path(job['dir']) / 'grader-error.txt'})"
-        rows = [{**r, "status": "error", "message": msg} for r in results_after_stop(job, "grader error")]
+        try:
+            rows = [{**r, "status": "error", "message": msg} for r in results_after_stop(job, "grader error")]
+        except Exception:
+            rows = [dict(exercise="?", title="?", points=0, max_points=0, status="error", message=msg)]
     (Path(job["dir"]) / "results.json").write_text(json.dumps(rows))
     return 0
 
