@@ -69,6 +69,15 @@ def summary(rows: list[dict], seconds: float | None = None) -> str:
         n = sum(counts.values())
         lines.append(f"| {key[0]} | {_cell(titles[key])} | {counts['passed']} | {counts['failed']} | {counts['error']} "
                      f"| {counts['timeout']} | {100 * counts['passed'] / n:.0f}% |")
+    jobs = {(r["student"], r["assignment"]): r.get("seconds") for r in rows if r.get("seconds")}
+    if jobs:
+        lines += ["", "## Grading time per assignment (seconds per student)", "", "| assignment | mean | max |",
+                  "| --- | --- | --- |"]
+        per_assignment = defaultdict(list)
+        for (_, assignment), sec in jobs.items():
+            per_assignment[assignment].append(sec)
+        for assignment, secs in per_assignment.items():
+            lines.append(f"| {assignment} | {sum(secs) / len(secs):.0f} | {max(secs):.0f} |")
     lines += ["", "## Histogram of the totals (% of the points)", "", "![histogram](histogram.png)", "", "```"]
     bins = histogram_bins(tot)
     for label, count in bins:
