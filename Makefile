@@ -8,7 +8,7 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course site test lint format lab clean-venv full-fashion-mnist
+.PHONY: setup course site test lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
 .DEFAULT_GOAL := help
 
 help:
@@ -18,6 +18,9 @@ help:
 	@echo "make format   format the code with ruff (make lint checks it without changing anything)"
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
 	@echo "make setup    create $(VENV) and register the kernel"
+	@echo "make assignments    the student versions of the notebooks and the library assignment, in assignments/release"
+	@echo "make grade SUBMISSIONS=dir REPORTS=dir    grade a class (one folder per student)"
+	@echo "make check-assignments    grade every assignment for a synthetic class and check the scores"
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,3 +61,17 @@ full-fashion-mnist:
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Classroom (README, "For instructors"): the student versions, grading a class, and grading every assignment for a
+# synthetic class (instructor = full marks, released = zero, partial = exactly its answers)
+SUBMISSIONS ?= submissions
+REPORTS ?= reports
+
+assignments: setup
+	$(PY) -m vitlib.classroom release --out assignments/release
+
+grade: setup
+	$(PY) -m vitlib.classroom grade "$(SUBMISSIONS)" --out "$(REPORTS)"
+
+check-assignments: setup
+	OMP_NUM_THREADS=1 $(PY) -m vitlib.classroom check --out assignments/check
