@@ -121,7 +121,8 @@ def test_vit_same_as_timm_and_vitlib(h, w, p, c, dim, depth, heads):
     )
     state = student_state_from_timm(timm_model.state_dict())
     mine = load(student.VisionTransformer((h, w), p, c, 7, dim, depth, heads, 2 * dim), state)
-    ref = load(vitlib.VisionTransformer((h, w), p, c, 7, dim, depth, heads, 2 * dim), vitlib_state(state))
+    options = dict(image_size=(h, w), patch_size=p, in_channels=c, num_classes=7, dim=dim, depth=depth, heads=heads)
+    ref = load(vitlib.VisionTransformer(**options, mlp_dim=2 * dim), vitlib_state(state))
     x = torch.randn(3, c, h, w, generator=torch.Generator().manual_seed(depth))
     with torch.no_grad():
         out = mine(x)
