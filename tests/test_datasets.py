@@ -17,10 +17,12 @@ from vitlib.data import (
     DataError,
     Dataset,
     TensorSplit,
+    class_subset,
     dataset_names,
     get_dataset,
     stratified_indices,
     synthetic_position,
+    synthetic_relation,
 )
 
 
@@ -266,3 +268,28 @@ def test_synthetic_position_dataset_depends_on_seed():
     assert a.classes == ("top-left", "top-right", "bottom-left", "bottom-right") and a.image_size == 32
     assert not torch.equal(a.train.images[:10], b.train.images[:10])
     assert not torch.equal(a.test.images[:10], a.train.images[:10])  # the test set has its own seed
+
+
+def test_class_subset_is_a_task_of_its_own():
+    data = get_dataset("fashion-mnist-mini")
+    first, second = class_subset(data, [0, 1, 2, 3, 4]), class_subset(data, [9, 5])
+    assert first.num_classes == 5 and second.classes == (data.classes[9], data.classes[5])
+    assert sorted(second.train.labels.unique().tolist()) == [0, 1]
+    ankle = data.train.images[data.train.labels == 9]
+    assert torch.equal(second.train.images[second.train.labels == 0], ankle)  # relabelled in the order given
+    assert len(first.test) + len(class_subset(data, [5, 6, 7, 8, 9]).test) == len(data.test)
+    with pytest.raises(ValueError, match="distinct class indices in 0..9"):
+        class_subset(data, [1, 1])
+
+
+def test_the_relation_task_needs_two_distant_glyphs_compared():
+    split = synthetic_relation(400, seed=3)
+    assert split.images.shape == (400, 1, 32, 32) and 0.4 < split.labels.float().mean() < 0.6
+    bright = split.images[:, 0] == 255
+    cells = bright.reshape(400, 4, 8, 4, 8).any(dim=(2, 4))  # which of the 4x4 cells hold a glyph
+    assert (cells.sum(dim=(1, 2)) == 2).all()  # exactly two glyphs per image
+    where = [torch.nonzero(c) for c in cells]
+    assert all((w[0] - w[1]).abs().max() >= 2 for w in where)  # at least two cells apart
+    assert torch.equal(synthetic_relation(50, seed=3).images, synthetic_relation(50, seed=3).images)
+    data = get_dataset("synthetic-relation", val_fraction=0.1)
+    assert data.num_classes == 2 and data.image_size == 32 and len(data.test) == 4000

@@ -1,5 +1,7 @@
-"""vitlib.studies.datasize: stratified nested fractions, exact step budgets, the fraction sweep and the equivariance
-tests."""
+"""vitlib.studies.datasize: stratified nested fractions, training to the plateau, the fraction sweep and the
+equivariance tests."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -15,7 +17,7 @@ from vitlib.studies.datasize import (
     gaps,
     run_fractions,
     shift,
-    train_steps,
+    train_to_plateau,
     vit_token_map,
 )
 from vitlib.studies.experiments import Experiment
@@ -28,7 +30,7 @@ def tiny_data(n=200, classes=4, size=8):
     images = (torch.rand(n, 1, size, size, generator=g) * 100).to(torch.uint8)
     images[:, :, 0, :] = (labels * 60).view(-1, 1, 1).to(torch.uint8)  # the label is readable from the first row
     split = lambda k: TensorSplit(images[:k].clone(), labels[:k].clone())
-    return Dataset("tiny", split(n), None, split(40), tuple("abcd"[:classes]), 1, size, (0.5,), (0.25,))
+    return Dataset("tiny", split(n), split(40), split(40), tuple("abcd"[:classes]), 1, size, (0.5,), (0.25,))
 
 
 def test_fraction_of_is_stratified_nested_and_leaves_test_alone():
@@ -43,34 +45,29 @@ def test_fraction_of_is_stratified_nested_and_leaves_test_alone():
         fraction_of(data, 0.0)
 
 
-def test_train_steps_takes_exactly_the_budget_and_learns():
+def test_train_to_plateau_stops_when_validation_stops_improving_and_keeps_the_best():
     data = tiny_data()
-    calls = []
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 4))
-    model.register_forward_hook(lambda *a: calls.append(1) if model.training else None)
-    r = train_steps(TrainConfig(lr=0.05, batch_size=32, device="cpu"), model, fraction_of(data, 0.2, 0), steps=25)
-    assert len(calls) == 25 and r.steps == 25 and r.n_train == 40
-    assert r.epochs == pytest.approx(25 * 32 / 40)
-    assert r.test["n"] == 40 and r.test["acc"] > 0.6  # chance: 0.25
+    r = train_to_plateau(
+        TrainConfig(lr=0.05, batch_size=32, device="cpu"), model, data, max_steps=3000, evaluations=100, patience=3
+    )
+    assert r.steps < 3000  # the first row is separable: validation accuracy saturates and the run stops early
+    assert r.best_val_acc == pytest.approx(1.0) and r.test["acc"] > 0.9 and r.n_train == 200
+    assert r.epochs == pytest.approx(r.steps * 32 / 200)
     with pytest.raises(ValueError, match="at least 1"):
-        train_steps(TrainConfig(device="cpu"), model, data, steps=0)
+        train_to_plateau(TrainConfig(device="cpu"), model, data, max_steps=0)
+    with pytest.raises(ValueError, match="validation split"):
+        train_to_plateau(TrainConfig(device="cpu"), model, dataclasses.replace(data, val=None), max_steps=10)
 
 
-def test_train_steps_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
+def test_train_to_plateau_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
     data = fraction_of(tiny_data(), 0.05, 1)  # 10 images < batch size 32
     runs = []
     for _ in range(2):
         torch.manual_seed(4)
-        runs.append(
-            train_steps(
-                TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4),
-                nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
-                data,
-                steps=5,
-            )
-        )
-    assert runs[0].epochs == 5
-    assert runs[0].test == runs[1].test and runs[0].train_loss == runs[1].train_loss
+        model = nn.Sequential(nn.Flatten(), nn.Linear(64, 4))
+        runs.append(train_to_plateau(TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4), model, data, 20))
+    assert runs[0].steps == runs[1].steps and runs[0].test == runs[1].test and runs[0].epochs == runs[0].steps
 
 
 def test_run_fractions_records_every_model_fraction_and_seed():
@@ -80,14 +77,16 @@ def test_run_fractions_records_every_model_fraction_and_seed():
         "lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
         "cnn": lambda seed: SmallResNet(8, 4, 1, 4),
     }
-    rows = run_fractions(
-        exp, models, data, [0.1, 0.5], [0, 1], TrainConfig(lr=0.01, batch_size=16, device="cpu"), steps=3
-    )
+    cfg = TrainConfig(lr=0.01, batch_size=16, device="cpu")
+    rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], cfg, max_steps=6, evaluations=2)
     assert len(rows) == 2 * 2 * 2
     assert exp.conditions() == [condition_name(m, f) for m in models for f in (0.1, 0.5)]
     assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
+    assert all(r["steps"] <= 6 and r["best_epoch"] >= 1 for r in rows)
     g = gaps(exp, "lin", "cnn", [0.1, 0.5])
     assert [x["fraction"] for x in g] == [0.1, 0.5] and all(x["se"] >= 0 for x in g)
+    shots = run_fractions(Experiment("s"), {"cnn": models["cnn"]}, data, [0.5], [0], cfg, max_steps=6, shots=5)
+    assert 0 <= shots[0]["few_shot_acc"] <= 1  # a linear probe on 5 validation images per class
 
 
 def test_a_circular_conv_is_translation_equivariant_and_vit_only_for_whole_patches_without_pos_embed():

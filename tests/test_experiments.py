@@ -7,8 +7,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
+from vitlib.studies.claims import CLAIMS, report, scales_table
 from vitlib.studies.experiments import Experiment, new_run_folder
-from vitlib.studies.stats import difference, fmt, mean_std, verdict
+from vitlib.studies.stats import all_of, difference, equivalence, fmt, mean_std, verdict
 from vitlib.train import TrainConfig
 
 
@@ -26,22 +27,49 @@ def test_mean_std_and_difference():
     "diff,se,expect,want",
     [
         (0.05, 0.01, "greater", "reproduced"),
-        (0.01, 0.01, "greater", "partly"),
-        (-0.05, 0.01, "greater", "not reproduced"),
+        (0.01, 0.01, "greater", "inconclusive"),  # the right sign within the noise is not a result
+        (-0.01, 0.01, "greater", "inconclusive"),
+        (-0.05, 0.01, "greater", "contradicted"),  # the opposite direction beyond 2 SE
         (-0.05, 0.01, "less", "reproduced"),
-        (0.005, 0.01, "equal", "reproduced"),
-        (0.05, 0.01, "equal", "not reproduced"),
-        (0.05, 0.01, "equal", "reproduced"),  # within a tolerance of 0.06 given below
+        (0.05, 0.01, "less", "contradicted"),
+        (0.021, 0.01, "greater", "reproduced"),
+        (0.02, 0.01, "greater", "inconclusive"),  # exactly 2 SE is not beyond it
     ],
 )
-def test_verdict(diff, se, expect, want):
-    tol = 0.06 if want == "reproduced" and expect == "equal" and diff == 0.05 else 0.0
-    assert verdict(diff, se, expect, tolerance=tol) == want
+def test_one_rule_for_a_direction(diff, se, expect, want):
+    assert verdict(diff, se, expect) == want
 
 
-def test_verdict_rejects_unknown_direction():
+@pytest.mark.parametrize(
+    "diff,se,margin,want",
+    [
+        (0.002, 0.003, 0.01, "reproduced"),  # |d| + 2 se = 0.008 <= 0.01: both bounds inside the margin
+        (0.005, 0.003, 0.01, "inconclusive"),  # 0.011: the interval crosses the margin
+        (-0.02, 0.003, 0.01, "contradicted"),  # |d| - 2 se = 0.014 > 0.01: a real difference
+        (0.0, 0.02, 0.01, "inconclusive"),  # a null result with wide noise says nothing
+    ],
+)
+def test_equality_needs_both_bounds_inside_the_margin(diff, se, margin, want):
+    assert equivalence(diff, se, margin) == want
+
+
+def test_verdict_rejects_unknown_direction_and_bad_margins():
     with pytest.raises(ValueError, match="expect"):
         verdict(0.1, 0.1, "bigger")
+    with pytest.raises(ValueError, match="use equivalence"):
+        verdict(0.1, 0.1, "equal")
+    with pytest.raises(ValueError, match="margin must be positive"):
+        equivalence(0.1, 0.1, 0)
+
+
+def test_all_of_reports_the_weakest_part():
+    ok = {"diff": 0.001, "se": 0.001, "verdict": "reproduced", "n": 5, "compared": "a vs b"}
+    unsure = {"diff": 0.004, "se": 0.004, "verdict": "inconclusive", "n": 3, "compared": "a vs c"}
+    both = all_of(ok, unsure)
+    assert both["verdict"] == "inconclusive" and both["diff"] == 0.004 and both["n"] == 3
+    assert both["compared"] == "a vs b; a vs c"
+    assert all_of(ok, {**unsure, "verdict": "contradicted"})["verdict"] == "contradicted"
+    assert all_of(ok, ok)["verdict"] == "reproduced"
 
 
 def test_experiment_rows_summary_files_and_reload(tmp_path):
@@ -53,15 +81,22 @@ def test_experiment_rows_summary_files_and_reload(tmp_path):
     assert summary[0]["fraction"] == 0.1 and summary[0]["n"] == 3
     assert summary[0]["mean"] == pytest.approx(0.81) and summary[0]["std"] == pytest.approx(0.01)
     cmp = exp.compare("a", "b")
-    assert cmp["diff"] == pytest.approx(0.30) and cmp["verdict"] == "reproduced"
-    exp.claim("a beats b", "0.9 vs 0.6", fmt(exp.values("a")), cmp["verdict"])
+    assert cmp["diff"] == pytest.approx(0.30) and cmp["verdict"] == "reproduced" and cmp["n"] == 3
+    assert cmp["compared"] == "a 0.810 ± 0.010 (n=3) vs b 0.510 ± 0.010 (n=3)"
+    exp.claim("b1", cmp, why="a test")
+    exp.claim("b1", cmp, why="judged again")  # a claim judged twice keeps its last verdict
     saved = json.loads((tmp_path / "demo.json").read_text())
     assert saved["params"] == {"epochs": 2} and saved["vitlib"] and len(saved["rows"]) == 6
-    assert saved["verdicts"][0]["verdict"] == "reproduced"
+    assert saved["minutes"] >= 0 and saved["cpu"]
+    assert [v["id"] for v in saved["verdicts"]] == ["b1"] and saved["verdicts"][0]["why"] == "judged again"
+    assert saved["verdicts"][0]["claim"] == CLAIMS["b1"]["claim"] and saved["verdicts"][0]["seeds"] == 3
     assert (tmp_path / "demo.csv").read_text().splitlines()[0].startswith("condition,seed,fraction,test_acc")
     again = Experiment.load(tmp_path / "demo.json")
     assert again.values("b") == exp.values("b") and again.fields["a"] == {"fraction": 0.1}
-    assert "| a beats b | 0.9 vs 0.6 | 0.810 ± 0.010 (n=3) | reproduced |" in again.verdict_table()
+    assert "| (b1) without position embeddings ViT does worse | App. D.4, Table 8" in again.verdict_table()
+    assert "+0.300 ± 0.008; a 0.810 ± 0.010 (n=3) vs b 0.510 ± 0.010 (n=3) | **reproduced** | judged again |" in (
+        again.verdict_table()
+    )
 
 
 def test_experiment_errors_name_the_problem(tmp_path):
@@ -70,7 +105,11 @@ def test_experiment_errors_name_the_problem(tmp_path):
     with pytest.raises(KeyError, match="condition 'zzz'.*conditions: a"):
         exp.values("zzz")
     with pytest.raises(ValueError, match="verdict must be one of"):
-        exp.claim("c", "1", "2", "yes")
+        exp.claim("b1", {"diff": 0, "se": 0, "n": 1, "compared": "", "verdict": "partly"})
+    with pytest.raises(KeyError, match="zz"):
+        exp.claim("zz", exp.compare("a", "a"))
+    with pytest.raises(ValueError, match="needs an equivalence margin"):
+        exp.compare("a", "a", expect="equal")
     fig, ax = plt.subplots()
     with pytest.raises(KeyError, match="field 'fraction'"):
         exp.errorbar(ax, "fraction")
@@ -105,3 +144,22 @@ def test_experiment_train_records_metrics_per_seed(one_thread):
     for r in rows:
         assert 0.0 <= r["test_acc"] <= 1.0 and r["params"] > 0 and r["epochs"] == 1 and r["wall_s"] > 0
     assert rows[0]["test_acc"] != rows[1]["test_acc"] or rows[0]["train_loss"] != rows[1]["train_loss"]
+
+
+def test_the_claims_report_puts_every_scale_beside_the_paper(tmp_path):
+    for scale, folder, acc in (("quick", "quick", 0.6), ("reference", "reference", 0.7)):
+        exp = Experiment("pos", tmp_path / folder / "08_position_embeddings", params={"preset": scale})
+        exp.run("learned", lambda s, acc=acc: {"test_acc": acc + 0.01 * s}, seeds=[0, 1, 2])
+        exp.run("none", lambda s: {"test_acc": 0.55 + 0.01 * s}, seeds=[0, 1, 2])
+        exp.claim("b1", exp.compare("learned", "none"))
+    content = report(tmp_path)
+    b1 = next(c for c in content["claims"] if c["id"] == "b1")
+    assert b1["quick"]["verdict"] == b1["reference"]["verdict"] == "reproduced" and b1["full"] is None
+    assert b1["reference"]["ours"]["effect"] == pytest.approx(0.15) and b1["reference"]["seeds"] == 3
+    assert len(content["claims"]) == len(CLAIMS) >= 10
+    table = (tmp_path / "CLAIMS.md").read_text()
+    assert "| b1 | without position embeddings ViT does worse |" in table and "not measured yet: needs a GPU" in table
+    assert "| a1 |" in table and "not run yet" in table  # a claim no run has judged says so
+    assert json.loads((tmp_path / "claims.json").read_text())["claims"][0]["id"] == "a1"
+    beside = scales_table(exp, "08_position_embeddings", tmp_path)
+    assert "| (b1) without position embeddings ViT does worse | **reproduced** +0.150" in beside

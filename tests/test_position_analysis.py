@@ -79,3 +79,11 @@ def test_bad_input_is_explained():
         position_structure(create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1, pos_embed="none"))
     with pytest.raises(ValueError, match="no pairs"):
         position_structure(torch.randn(1, 8), (1, 1))
+
+
+def test_line_effect_finds_a_row_column_structure():
+    rows, cols = torch.arange(49) // 7, torch.arange(49) % 7
+    by_line = torch.cat([torch.nn.functional.one_hot(rows, 7), torch.nn.functional.one_hot(cols, 7)], 1).float()
+    assert position_structure(by_line)["line_effect"] == pytest.approx(0.5, abs=1e-6)  # same row or column: +0.5
+    torch.manual_seed(0)
+    assert abs(position_structure(torch.randn(49, 64))["line_effect"]) < 0.05  # random: none

@@ -21,8 +21,9 @@ from conftest import TINY_RUN
 from safetensors.torch import load_file
 from torch import nn
 
+from vitlib.data import get_dataset
 from vitlib.model.cnn import SmallResNet, create_cnn
-from vitlib.train import HELP, NonFiniteLossError, TrainConfig, main, parse_config, train
+from vitlib.train import HELP, NonFiniteLossError, TrainConfig, evaluate, main, make_loader, parse_config, train
 from vitlib.train.checkpoint import CheckpointError, read_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -367,3 +368,22 @@ def test_the_cnn_baseline_trains_in_the_same_loop(tmp_path):
     assert_same_weights(weights, r.model.state_dict())
     assert not torch.equal(weights["stem.0.weight"], initial["stem.0.weight"])  # it trained
     assert int(weights["stem.1.num_batches_tracked"]) == 4  # 4 steps, BatchNorm in train mode
+
+
+def test_early_stopping_keeps_the_best_validation_weights(tmp_path):
+    cfg = dataclasses.replace(BASE, epochs=12, lr=3e-2, patience=2, eval_test=True, out=str(tmp_path / "es"))
+    r = train(cfg)
+    accs = [row["val_acc"] for row in r.history]
+    best = max(range(len(accs)), key=lambda i: (accs[i], -i))  # the first epoch with the best accuracy
+    assert r.best_epoch == best + 1 and len(accs) <= r.best_epoch + 2
+    if len(accs) < 12:
+        assert r.stopped.startswith("early stopping after epoch")
+    saved = load_file(tmp_path / "es" / "model.safetensors")
+    data = get_dataset("fashion-mnist-mini", subset=512, seed=0)
+    ev = evaluate(r.model.eval(), make_loader(data.val, data, cfg, False, torch.device("cpu")))
+    assert ev["acc"] == pytest.approx(accs[best])  # the kept weights are the best epoch's, and they were saved
+    assert all(torch.equal(saved[k], v) for k, v in r.model.state_dict().items())
+    with pytest.raises(ValueError, match="patience .* cannot be combined with resume"):
+        train(dataclasses.replace(cfg, resume=True))
+    with pytest.raises(ValueError, match="validation split"):
+        train(dataclasses.replace(cfg, val_fraction=0.0, out=None))

@@ -16,6 +16,7 @@ from .sources import IMAGENET_MEAN, IMAGENET_STD, STATS, dataset_names, get_data
 from .splits import (
     Dataset,
     TensorSplit,
+    class_subset,
     disjoint_subsets,
     fraction_of,
     labels_of,
@@ -25,7 +26,7 @@ from .splits import (
     subset,
     with_train,
 )
-from .synthetic import synthetic_position
+from .synthetic import relation_glyphs, synthetic_position, synthetic_relation
 
 __all__ = [
     "AUGMENTATIONS",
@@ -50,6 +51,7 @@ __all__ = [
     "get_dataset",
     "Dataset",
     "TensorSplit",
+    "class_subset",
     "disjoint_subsets",
     "fraction_of",
     "labels_of",
@@ -59,4 +61,6 @@ __all__ = [
     "subset",
     "with_train",
     "synthetic_position",
+    "synthetic_relation",
+    "relation_glyphs",
 ]

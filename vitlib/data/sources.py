@@ -29,7 +29,7 @@ from .files import (
 )
 from .splits import Dataset, TensorSplit, split_off
 from .splits import subset as take_subset
-from .synthetic import synthetic_position
+from .synthetic import synthetic_position, synthetic_relation
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -39,6 +39,7 @@ STATS = {  # per-channel mean and std of the training images, in [0, 1]
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     "synthetic-position": ((0.5,), (0.25,)),
+    "synthetic-relation": ((0.15,), (0.2,)),
 }
 
 
@@ -124,6 +125,11 @@ def _synthetic(root: Path, download: bool, seed: int):
     return train, test, ("top-left", "top-right", "bottom-left", "bottom-right"), {"generator": "synthetic_position"}
 
 
+def _relation(root: Path, download: bool, seed: int):
+    train, test = synthetic_relation(20_000, seed=seed), synthetic_relation(4_000, seed=seed + 1_000_003)
+    return train, test, ("different", "same"), {"generator": "synthetic_relation"}
+
+
 def _imagenette(root: Path, download: bool, seed: int):
     try:
         parts = [
@@ -165,6 +171,7 @@ SOURCES = {  # name -> (loader, channels, native image size, mean/std key)
     "cifar10": (_cifar(torchvision.datasets.CIFAR10, "cifar10"), 3, 32, "cifar10"),
     "cifar100": (_cifar(torchvision.datasets.CIFAR100, "cifar100"), 3, 32, "cifar100"),
     "synthetic-position": (_synthetic, 1, 32, "synthetic-position"),
+    "synthetic-relation": (_relation, 1, 32, "synthetic-relation"),
     "imagenette": (_imagenette, 3, 160, None),
 }
 

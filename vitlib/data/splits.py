@@ -177,3 +177,29 @@ def resize_dataset(data: Dataset, image_size: int) -> Dataset:
     return dataclasses.replace(
         data, train=resize(data.train), val=resize(data.val), test=resize(data.test), image_size=image_size
     )
+
+
+def class_subset(data: Dataset, classes) -> Dataset:
+    """`data` with only the images of `classes` (in every split), relabelled 0..k-1 in the order given: a task of
+    its own, e.g. to pre-train on five Fashion-MNIST classes and transfer to the other five."""
+    _in_memory(data, "class_subset")
+    classes = [int(c) for c in classes]
+    if not classes or len(set(classes)) != len(classes) or not all(0 <= c < data.num_classes for c in classes):
+        raise ValueError(f"classes must be distinct class indices in 0..{data.num_classes - 1}, got {classes}.")
+    relabel = torch.full((data.num_classes,), -1, dtype=torch.long)
+    relabel[classes] = torch.arange(len(classes))
+
+    def keep(split):
+        if split is None:
+            return None
+        idx = torch.nonzero(relabel[split.labels] >= 0).flatten()
+        return TensorSplit(split.images[idx], relabel[split.labels[idx]])
+
+    return dataclasses.replace(
+        data,
+        train=keep(data.train),
+        val=keep(data.val),
+        test=keep(data.test),
+        classes=tuple(data.classes[c] for c in classes),
+        info={**data.info, "classes_of": data.name, "class_indices": classes},
+    )

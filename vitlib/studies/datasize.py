@@ -1,15 +1,16 @@
 """Inductive bias and data size (section 3.1 'Inductive bias', section 4.3, Fig. 3 and Fig. 4): train a ViT and a
-CNN on growing stratified fractions of one training set, with the same number of optimisation steps for every size,
-and test what the paper says about the CNN's built-in translation equivariance.
+CNN on growing stratified fractions of one training set, each to its plateau, and test what the paper says about the
+CNN's built-in translation equivariance.
 
     data = get_dataset("fashion-mnist-mini")
     cfg = TrainConfig(batch_size=64, lr=2e-3, device="cpu")
-    sub = fraction_of(data, 0.05, seed=1)                     # 5 % of the training images, every class its share
-    result = train_steps(cfg, model, sub, steps=150)          # 150 optimizer steps, however many epochs that is
+    sub = fraction_of(data, 0.05, seed=1)                      # 5 % of the training images, every class its share
+    result = train_to_plateau(cfg, model, sub, max_steps=2000)  # early stopping on the validation split
 
-A fixed step budget (not a fixed number of epochs) keeps the optimisation the same for every data set size: with a
-fixed number of epochs the 1 % model would take 100 times fewer steps, and the curve would mix "less data" with
-"less training". It is how the paper's Fig. 4 was made too (same schedule on every JFT subset, section 4.3).
+Every run trains until its validation accuracy stops improving (early stopping, the best weights kept), within a
+budget of steps: the paper's Fig. 4 uses early stopping too ("we ... use early-stopping, and report the best
+validation accuracy achieved during training", §4.3). With a fixed number of steps instead, the large subsets end
+under-trained and the curve mixes "less data" with "less training".
 """
 
 from __future__ import annotations
@@ -22,70 +23,70 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..data import Dataset, TensorLoader, TensorSplit, fraction_of
+from ..data import Dataset, TensorSplit, fraction_of
 from ..model import count_parameters
-from ..train import TrainConfig, autocast_dtype, evaluate, resolve_device, train
+from ..train import TrainConfig, resolve_device, train
+from .probe import few_shot_probe
 from .stats import difference
 
 
 @dataclass
-class StepsResult:
-    model: nn.Module
-    test: dict
-    train_loss: float  # mean training loss over the last epoch (the last pass over the subset)
-    steps: int
+class PlateauResult:
+    model: nn.Module  # with the weights of the best validation accuracy
+    test: dict  # {'loss', 'acc', 'n'} of those weights on the test split
+    best_epoch: int
+    best_val_acc: float
+    steps: int  # optimizer steps taken (early stopping may end the run before the budget)
     epochs: float  # passes over the (sub)set that the steps amount to
     n_train: int
     time_s: float
 
 
-def train_steps(
+def train_to_plateau(
     cfg: TrainConfig,
     model: nn.Module,
     data: Dataset,
-    steps: int,
+    max_steps: int,
+    evaluations: int = 20,
+    patience: int = 5,
     warmup_steps: int | None = None,
-    eval_split: str = "test",
-) -> StepsResult:
-    """Train `model` for exactly `steps` optimizer steps on data.train, then evaluate once on `eval_split`.
+) -> PlateauResult:
+    """Train `model` on data.train until its validation accuracy has not improved for `patience` evaluations (or
+    `max_steps` optimizer steps are done), keep the best weights and test them.
 
-    `vitlib.train.train` with a step budget (`TrainConfig.steps`) and the recipe of `cfg` (AdamW without decay on
-    biases / norms / E_pos / [class], linear warm-up then cosine decay, gradient clipping, label smoothing,
-    augmentation); cfg.epochs and cfg.warmup_epochs are ignored: the run takes `steps` steps, warming up for
-    `warmup_steps` (default 10 % of them). Epochs of the training split follow each other (a new shuffle each) until
-    the steps are done; the batch is cfg.batch_size, or the whole split when it is smaller. No evaluation during
-    training: a 1 % subset takes hundreds of epochs."""
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}.")
-    if not isinstance(data.train, TensorSplit):
-        raise ValueError("train_steps needs an in-memory training split (TensorSplit).")
-    split = getattr(data, eval_split, None)
-    if split is None:
-        raise ValueError(f"the data set has no {eval_split!r} split to evaluate on.")
+    About `evaluations` evaluations are spread over the budget whatever the subset's size (a 1 % subset takes many
+    epochs between two of them, the whole set a few). The recipe is cfg's (AdamW, warm-up for `warmup_steps`,
+    default 10 % of the budget, cosine decay over the budget, clipping); the batch is cfg.batch_size or the whole
+    split when it is smaller."""
+    if max_steps < 1 or evaluations < 1 or patience < 1:
+        raise ValueError(
+            f"max_steps, evaluations and patience must be at least 1, got {max_steps}, {evaluations}, {patience}."
+        )
+    if not isinstance(data.train, TensorSplit) or data.val is None:
+        raise ValueError("train_to_plateau needs an in-memory training split and a validation split to stop on.")
     batch = min(cfg.batch_size, len(data.train))
-    warmup = max(1, round(0.1 * steps) if warmup_steps is None else warmup_steps)
+    per_epoch = len(data.train) // batch
+    warmup = max(1, round(0.1 * max_steps) if warmup_steps is None else warmup_steps)
     run_cfg = dataclasses.replace(
         cfg,
         batch_size=batch,
-        steps=steps,
-        warmup_epochs=warmup / (len(data.train) // batch),
-        eval_every=0,
-        eval_test=False,
+        steps=max_steps,
+        warmup_epochs=warmup / per_epoch,
+        eval_every=max(1, round(max_steps / evaluations / per_epoch)),
+        patience=patience,
+        eval_test=True,
         out=None,
         progress=False,
     )
     started = time.perf_counter()
     result = train(run_cfg, model=model, data=data)
-    device = resolve_device(cfg.device)
-    test = evaluate(
+    steps = result.history[-1]["step"]
+    best = next(r for r in result.history if r["epoch"] == (result.best_epoch or result.history[-1]["epoch"]))
+    return PlateauResult(
         result.model,
-        TensorLoader(split, 512, data.mean, data.std, device=device),
-        autocast_dtype(cfg.precision, device),
-    )
-    return StepsResult(
-        result.model,
-        test,
-        result.history[-1]["train_loss"],
+        result.test,
+        best["epoch"],
+        best.get("val_acc", float("nan")),
         steps,
         steps * batch / len(data.train),
         len(data.train),
@@ -100,12 +101,15 @@ def run_fractions(
     fractions: Sequence[float],
     seeds: Iterable[int],
     cfg: TrainConfig,
-    steps: int,
-    warmup_steps: int | None = None,
+    max_steps: int,
+    shots: int = 0,
+    **plateau,
 ) -> list[dict]:
-    """For every model name, fraction and seed: a fresh model(seed), trained `steps` steps on fraction_of(data,
-    fraction, seed); rows go to `exp` (a vitlib.experiments.Experiment) as condition '<name> <fraction:g>' with the
-    fields model, fraction and n_train, and the metrics test_acc, test_loss, train_loss, epochs, params, time_s."""
+    """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`) on
+    fraction_of(data, fraction, seed); rows go to `exp` (a vitlib.studies.experiments.Experiment) as condition
+    '<name> <fraction:g>' with the fields model, fraction and n_train, and the metrics test_acc, test_loss, best_epoch,
+    steps, epochs, params, time_s (and, with `shots`, few_shot_acc: a linear probe of the frozen features on `shots`
+    validation images per class, as Fig. 4 evaluates)."""
     seeds = list(seeds)
     rows = []
     for name, make in models.items():
@@ -116,15 +120,19 @@ def run_fractions(
                 sub = fraction_of(data, fraction, seed)
                 torch.manual_seed(seed)
                 model = make(seed)
-                r = train_steps(dataclasses.replace(cfg, seed=seed), model, sub, steps, warmup_steps)
-                return {
+                r = train_to_plateau(dataclasses.replace(cfg, seed=seed), model, sub, max_steps, **plateau)
+                out = {
                     "test_acc": r.test["acc"],
                     "test_loss": r.test["loss"],
-                    "train_loss": r.train_loss,
+                    "best_epoch": r.best_epoch,
+                    "steps": r.steps,
                     "epochs": r.epochs,
                     "params": count_parameters(model),
                     "time_s": r.time_s,
                 }
+                if shots:
+                    out["few_shot_acc"] = few_shot_probe(r.model, data, shots, seed, device=resolve_device(cfg.device))
+                return out
 
             rows += exp.run(condition_name(name, fraction), one, seeds, model=name, fraction=fraction, n_train=n_train)
     return rows

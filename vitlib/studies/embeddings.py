@@ -160,9 +160,13 @@ def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
     nearest_is_neighbour  fraction of patches whose most similar *other* patch touches it (8-neighbourhood);
     chance_nearest        the same fraction expected when the most similar other patch is a random one;
     self_is_max           fraction of patches whose E_pos is more similar to itself than to any other patch (1.0
-                          unless two patches share an embedding, e.g. all-zero or duplicated rows).
+                          unless two patches share an embedding, e.g. all-zero or duplicated rows);
+    line_effect           the row-column structure: how much more alike two patches in the same row or column are
+                          than two patches at the same distance that are not (the coefficient of "same row or
+                          column" in a least-squares fit of similarity on distance and it, over all pairs).
 
-    Random (untrained) embeddings give gap ~ 0, distance_corr ~ 0 and nearest_is_neighbour ~ chance_nearest.
+    Random (untrained) embeddings give gap ~ 0, distance_corr ~ 0, line_effect ~ 0 and nearest_is_neighbour ~
+    chance_nearest.
     """
     sim = position_similarity(source, grid)
     n, gh, gw = sim.shape
@@ -181,6 +185,10 @@ def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
     others = flat.masked_fill(~off, float("-inf"))
     nearest = others.argmax(dim=1)
     touching = (cheb <= 1) & off
+    rows = torch.arange(n) // gw
+    same_line = (rows[:, None] == rows[None]) | ((torch.arange(n) % gw)[:, None] == (torch.arange(n) % gw)[None])
+    design = torch.stack([torch.ones_like(dist[off]), dist[off], same_line[off].double()], dim=1)
+    line_effect = float(torch.linalg.lstsq(design, flat[off][:, None]).solution[2, 0])
     neighbour = float(flat[adjacent].mean())
     far_mean = float(flat[far].mean())
     return {
@@ -192,6 +200,7 @@ def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
         "nearest_is_neighbour": float(touching[torch.arange(n), nearest].double().mean()),
         "chance_nearest": float((touching.sum(dim=1).double() / (n - 1)).mean()),
         "self_is_max": float((flat.diagonal() > others.max(dim=1).values + 1e-6).double().mean()),
+        "line_effect": line_effect,
     }
 
 

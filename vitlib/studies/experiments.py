@@ -18,7 +18,9 @@ from .._version import __version__
 from ..model import count_parameters
 from ..train import train
 from ..utils import write_csv, write_json
-from .stats import VERDICTS, difference, mean_std, verdict
+from .claims import CLAIMS
+from .stats import VERDICTS, difference, equivalence, fmt, mean_std, verdict
+from .timing import device_name
 
 
 def new_run_folder(root: str | Path, name: str) -> Path:
@@ -58,6 +60,7 @@ class Experiment:
         self.rows: list[dict] = []
         self.verdicts: list[dict] = []
         self.fields: dict[str, dict] = {}  # condition -> the fields its rows were run with (e.g. fraction=0.1)
+        self.started = time.perf_counter()
 
     # ------------------------------------------------------------------------------------------------ running
     def add(self, condition: str, seed: int, metrics: dict, **fields) -> dict:
@@ -124,30 +127,75 @@ class Experiment:
         return out
 
     def compare(
-        self, a: str, b: str, metric: str = "test_acc", expect: str = "greater", tolerance: float = 0.0
+        self,
+        a: str,
+        b: str,
+        metric: str = "test_acc",
+        expect: str = "greater",
+        margin: float | None = None,
     ) -> dict:
-        """Difference a - b of `metric`, its standard error, and the verdict on the claim 'a <expect> b'."""
-        d, se = difference(self.values(a, metric), self.values(b, metric))
-        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se, "verdict": verdict(d, se, expect, tolerance)}
+        """Difference a - b of `metric` over the seeds, its standard error (Welch), and the verdict on the claim
+        'a <expect> b': expect 'greater' or 'less' (a direction), or 'equal' with an equivalence `margin`."""
+        va, vb = self.values(a, metric), self.values(b, metric)
+        d, se = difference(va, vb)
+        if expect == "equal":
+            if margin is None:
+                raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
+            judged = equivalence(d, se, margin)
+        else:
+            judged = verdict(d, se, expect)
+        return {
+            "a": a,
+            "b": b,
+            "metric": metric,
+            "diff": d,
+            "se": se,
+            "verdict": judged,
+            "expect": expect,
+            "margin": margin,
+            "n": min(len(va), len(vb)),
+            "compared": f"{a} {fmt(va)} vs {b} {fmt(vb)}",
+        }
 
-    def claim(self, claim: str, paper: str, ours: str, verdict: str, why: str = "") -> dict:
-        """Add a row of the closing table (saved with the results)."""
-        if verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}.")
-        row = {"claim": claim, "paper": paper, "ours": ours, "verdict": verdict, "why": why}
-        self.verdicts.append(row)
+    def claim(self, claim_id: str, comparison: dict, why: str = "") -> dict:
+        """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
+        vitlib.studies.claims.CLAIMS), judged by `comparison` (as `compare` returns it, or a dict with the same keys
+        diff, se, verdict, n and compared for an effect computed otherwise). Saved with the results."""
+        if comparison["verdict"] not in VERDICTS:
+            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {comparison['verdict']!r}.")
+        paper = CLAIMS[claim_id]  # a KeyError names an unknown claim
+        row = {
+            "id": claim_id,
+            "claim": paper["claim"],
+            "paper": paper["paper"],
+            "effect": comparison["diff"],
+            "se": comparison["se"],
+            "margin": comparison.get("margin"),
+            "compared": comparison["compared"],
+            "verdict": comparison["verdict"],
+            "seeds": comparison["n"],
+            "why": why,
+        }
+        self.verdicts = [v for v in self.verdicts if v.get("id") != claim_id] + [row]
         self.save()
         return row
 
     def verdict_table(self) -> str:
         """The closing table as Markdown (display with IPython.display.Markdown)."""
-        lines = ["| claim | paper | ours (mean ± std over seeds) | verdict | why |", "|---|---|---|---|---|"]
+        lines = [
+            "| claim | paper | ours: effect ± SE (the numbers compared) | verdict | why |",
+            "|---|---|---|---|---|",
+        ]
         for v in self.verdicts:
-            lines.append(
-                "| "
-                + " | ".join(str(v[k]).replace("|", "/") for k in ("claim", "paper", "ours", "verdict", "why"))
-                + " |"
+            ours = f"{v['effect']:+.3f} ± {v['se']:.3f}" + (f" (margin ±{v['margin']:g})" if v.get("margin") else "")
+            cells = (
+                f"({v['id']}) {v['claim']}",
+                v["paper"],
+                f"{ours}; {v['compared']}",
+                f"**{v['verdict']}**",
+                v["why"],
             )
+            lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         return "\n".join(lines)
 
     # ---------------------------------------------------------------------------------------------- files
@@ -159,6 +207,9 @@ class Experiment:
             "python": platform.python_version(),
             "machine": platform.machine(),
             "threads": torch.get_num_threads(),
+            "cpu": device_name(torch.device("cpu")),
+            "gpu": device_name(torch.device("cuda")) if torch.cuda.is_available() else None,
+            "minutes": (time.perf_counter() - self.started) / 60,
             "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "params": self.params,
             "fields": self.fields,
@@ -184,6 +235,7 @@ class Experiment:
         data = json.loads(Path(path).read_text())
         exp = cls(data["experiment"], None, data.get("params"))
         exp.rows, exp.verdicts, exp.fields = data["rows"], data.get("verdicts", []), data.get("fields", {})
+        exp.started -= 60 * data.get("minutes", 0)  # a loaded experiment keeps counting from its own start
         exp.out = Path(path).parent
         return exp
 

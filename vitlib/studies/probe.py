@@ -14,20 +14,52 @@ from ..data import Dataset, TensorLoader, TensorSplit
 def extract_features(
     model: nn.Module, split: TensorSplit, data: Dataset, batch_size: int = 512, device: str | torch.device = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(features (N, D), labels (N,)) of a split, from `model.pool_features(model.forward_features(x))`."""
+    """(features (N, D), labels (N,)) of a split: what the model's classifier head receives (for a ViT the pooled
+    y = LN(z_L^0) of eq. 4, for a CNN its globally pooled feature map), read with a hook on `model.head`."""
     if not isinstance(split, TensorSplit):
         raise TypeError(
             "extract_features works on in-memory splits (TensorSplit); for image folders, load a subset first."
         )
+    head = getattr(model, "head", None)
+    if not isinstance(head, nn.Module):
+        raise TypeError(f"{type(model).__name__} has no `head` module whose input could be read as its features.")
     was = model.training
     model.eval().to(device)
-    loader = TensorLoader(split, batch_size, data.mean, data.std, device=device)
     feats, labels = [], []
-    for images, y in loader.epoch(0):
-        feats.append(model.pool_features(model.forward_features(images)).float().cpu())
-        labels.append(y.cpu())
-    model.train(was)
+    hook = head.register_forward_hook(lambda module, inputs, output: feats.append(inputs[0].float().cpu()))
+    try:
+        for images, y in TensorLoader(split, batch_size, data.mean, data.std, device=device).epoch(0):
+            model(images)
+            labels.append(y.cpu())
+    finally:
+        hook.remove()
+        model.train(was)
     return torch.cat(feats), torch.cat(labels)
+
+
+def few_shot_probe(
+    model: nn.Module,
+    data: Dataset,
+    shots: int = 10,
+    seed: int = 0,
+    l2: float = 1e-2,
+    device: str | torch.device = "cpu",
+) -> float:
+    """Linear few-shot evaluation (Fig. 4 and the few-shot results of §4.1): a linear classifier fitted on the frozen
+    features of `shots` images per class of the validation split, its accuracy on the test split."""
+    if data.val is None:
+        raise ValueError("a few-shot probe takes its examples from the validation split: the data set has none.")
+    val_x, val_y = extract_features(model, data.val, data, device=device)
+    g = torch.Generator().manual_seed(seed)
+    pick = []
+    for c in range(data.num_classes):
+        idx = torch.nonzero(val_y == c).flatten()
+        if len(idx) < shots:
+            raise ValueError(f"class {c} has {len(idx)} validation images, fewer than {shots} shots.")
+        pick.append(idx[torch.randperm(len(idx), generator=g)[:shots]])
+    pick = torch.cat(pick)
+    test_x, test_y = extract_features(model, data.test, data, device=device)
+    return linear_probe(val_x[pick], val_y[pick], test_x, test_y, l2=l2)["test_acc"]
 
 
 def linear_probe(

@@ -1,5 +1,10 @@
 """The statistics of the course's experiments: mean ± standard deviation over seeds, the difference of two
-conditions with its standard error (Welch), and the verdict on a claim of the paper."""
+conditions with its standard error (Welch), and the verdict on a claim of the paper: one rule for the whole course.
+
+    reproduced     the paper's direction, beyond 2 standard errors (equality: within the margin, noise included)
+    contradicted   the opposite direction beyond 2 standard errors (equality: outside the margin, noise included)
+    inconclusive   neither: the data cannot tell, at this scale and with these seeds
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable
 
-VERDICTS = ("reproduced", "partly", "not reproduced")
+VERDICTS = ("reproduced", "contradicted", "inconclusive")
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -32,18 +37,41 @@ def difference(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
     return ma - mb, math.sqrt(sa**2 / len(a) + sb**2 / len(b))
 
 
-def verdict(diff: float, se: float, expect: str = "greater", tolerance: float = 0.0, k: float = 2.0) -> str:
-    """Judge a measured difference against the paper's claim; `expect` is the claim's direction.
+def verdict(diff: float, se: float, expect: str = "greater", k: float = 2.0) -> str:
+    """The course's one rule for a claim about a direction: `diff` is (the paper's better condition) minus (its worse
+    one), or the other way round with expect='less'.
 
-    greater / less: 'reproduced' when the difference has the claimed sign and exceeds k standard errors, 'partly'
-    when it has the sign but is within the noise, 'not reproduced' otherwise. equal (the paper finds no real
-    difference): 'reproduced' when |diff| <= max(k se, tolerance), else 'not reproduced'.
-    """
-    if expect not in ("greater", "less", "equal"):
-        raise ValueError(f"expect must be 'greater', 'less' or 'equal', got {expect!r}.")
-    if expect == "equal":
-        return "reproduced" if abs(diff) <= max(k * se, tolerance) else "not reproduced"
+    'reproduced': the paper's direction, beyond k standard errors; 'contradicted': the opposite direction beyond k
+    standard errors; 'inconclusive': neither (the difference is within the noise, whichever its sign)."""
+    if expect not in ("greater", "less"):
+        raise ValueError(f"expect must be 'greater' or 'less' (for 'about equal' use equivalence), got {expect!r}.")
     signed = diff if expect == "greater" else -diff
-    if signed > k * se and signed > 0:
+    if se < 0 or math.isnan(se):
+        raise ValueError(f"a standard error must be a number >= 0, got {se}.")
+    return "reproduced" if signed > k * se else "contradicted" if signed < -k * se else "inconclusive"
+
+
+def equivalence(diff: float, se: float, margin: float, k: float = 2.0) -> str:
+    """The rule for a claim of equality ('about equal'), with an equivalence margin stated in advance.
+
+    'reproduced': the whole interval diff ± k se lies within ±margin; 'contradicted': the whole interval lies outside
+    it (a difference larger than the margin, beyond the noise); 'inconclusive': the interval crosses the margin."""
+    if margin <= 0:
+        raise ValueError(f"an equivalence margin must be positive, got {margin}.")
+    if abs(diff) + k * se <= margin:
         return "reproduced"
-    return "partly" if signed > 0 else "not reproduced"
+    return "contradicted" if abs(diff) - k * se > margin else "inconclusive"
+
+
+def all_of(*comparisons: dict) -> dict:
+    """One verdict for a claim made of several comparisons that must all hold (e.g. '1D, 2D and relative are about
+    equal': 1D vs 2D and 1D vs relative): reproduced when every part is, contradicted when any part is, else
+    inconclusive. The effect and standard error reported are those of the part furthest from reproduced."""
+    order = {"reproduced": 0, "inconclusive": 1, "contradicted": 2}
+    worst = max(comparisons, key=lambda c: (order[c["verdict"]], abs(c["diff"]) + 2 * c["se"]))
+    return {
+        **worst,
+        "verdict": worst["verdict"],
+        "n": min(c["n"] for c in comparisons),
+        "compared": "; ".join(c["compared"] for c in comparisons),
+    }

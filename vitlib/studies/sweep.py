@@ -10,7 +10,7 @@ than it is. So a fair ablation sweeps the learning rate for every design:
         sweep(exp, pool, cfg, lrs=[3e-4, 1e-3, 3e-3], seeds=[0, 1, 2], data=data, model=lambda s: make(pool, s),
               pool=pool)
     best = best_lr(exp, "gap")                       # chosen on val_acc, reported on test_acc
-    exp.compare(condition("gap", best), condition("cls", best_lr(exp, "cls")), expect="equal", tolerance=0.01)
+    exp.compare(condition("gap", best), condition("cls", best_lr(exp, "cls")), expect="equal", margin=0.01)
 """
 
 from __future__ import annotations

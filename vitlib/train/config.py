@@ -61,6 +61,7 @@ class TrainConfig:
     time_budget: float = 0.0
     log_every: int = 20
     eval_every: int = 1
+    patience: int = 0
     eval_test: bool = True
     progress: bool = True
 
@@ -122,6 +123,8 @@ HELP = {
     "time_budget": "stop cleanly after this many minutes and save (0: no limit)",
     "log_every": "steps between progress updates",
     "eval_every": "evaluate (validation, else test split) every N epochs and after the last (0: never during the run)",
+    "patience": "early stopping: stop when the validation accuracy (loss for MAE) has not improved for this many "
+    "evaluations, and keep the best weights, which are then tested and saved (0: off, the last weights)",
     "eval_test": "evaluate on the test set at the end",
     "progress": "show tqdm progress bars",
 }
@@ -143,6 +146,15 @@ def check_config(cfg: TrainConfig) -> None:
             raise ValueError(f"{name} must be at least 1, got {getattr(cfg, name)}.")
     if cfg.steps < 0:
         raise ValueError(f"steps must be 0 (epochs decide) or a number of optimizer steps, got {cfg.steps}.")
+    if cfg.patience < 0:
+        raise ValueError(f"patience must be 0 (off) or a number of evaluations, got {cfg.patience}.")
+    if cfg.patience and (cfg.resume or cfg.fsdp or cfg.eval_every == 0):
+        why = (
+            "eval_every=0 never evaluates" if cfg.eval_every == 0 else "the best weights so far are kept in memory only"
+        )
+        raise ValueError(
+            f"patience (early stopping) cannot be combined with resume, fsdp or eval_every=0 ({why}): drop one of them."
+        )
     if cfg.eval_every < 0:
         raise ValueError(f"eval_every must be 0 (never) or a number of epochs, got {cfg.eval_every}.")
     if cfg.lr <= 0:

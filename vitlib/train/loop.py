@@ -59,7 +59,9 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
                     + (f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else "")
                 )
             break
-        end_epoch(run, epoch, sums, timer)
+        if end_epoch(run, epoch, sums, timer):
+            run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}"
+            break
     return finish(run)
 
 
@@ -157,8 +159,9 @@ def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -
     log["time"], log["images"] = time.perf_counter(), 0
 
 
-def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
-    """The epoch's row (train loss and accuracy over all processes, validation or test when due), then a checkpoint."""
+def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
+    """The epoch's row (train loss and accuracy over all processes, validation or test when due), then a checkpoint.
+    Returns whether early stopping ends the run here."""
     if dist.is_initialized():
         dist.all_reduce(sums)
     loss_sum, correct, count = sums.tolist()
@@ -177,6 +180,8 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
     if split in run.eval_loaders and every and ((epoch + 1) % every == 0 or epoch + 1 == run.epochs):
         ev = _evaluate(run, run.eval_loaders[split])
         row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
+        if run.cfg.patience and split == "val":
+            keep_best(run, ev, epoch + 1)
     run.logs.epoch(row)
     if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
         acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
@@ -185,6 +190,15 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> None:
             f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s"
         )
     checkpoint(run, epoch + 1, 0)
+    return bool(run.best) and epoch + 1 - run.best["epoch"] >= run.cfg.patience * run.cfg.eval_every
+
+
+def keep_best(run: Run, ev: dict, epoch: int) -> None:
+    """Early stopping: remember the weights of the best evaluation so far (accuracy, or loss when there is none)."""
+    score = ev["acc"] if "acc" in ev else -ev["loss"]
+    if not run.best or score > run.best["score"]:
+        weights = {k: v.detach().clone() for k, v in run.final_model.state_dict().items()}
+        run.best.update(score=score, epoch=epoch, weights=weights)
 
 
 def _evaluate(run: Run, loader) -> dict:
@@ -198,7 +212,10 @@ def finish(run: Run) -> Result:
     there is one) in out/model.safetensors with their configuration."""
     run.logs.flush()
     result = run.result
-    if run.cfg.eval_test and "test" in run.eval_loaders and result.stopped == "done":
+    if run.best:  # early stopping: test and save the best weights, not the last
+        run.final_model.load_state_dict(run.best["weights"])
+        result.best_epoch = run.best["epoch"]
+    if run.cfg.eval_test and "test" in run.eval_loaders and not result.stopped.startswith("time budget"):
         result.test = _evaluate(run, run.eval_loaders["test"])
         if run.out is not None and run.rank == 0:
             (run.out / "test.json").write_text(json.dumps(result.test, indent=2))

@@ -33,6 +33,7 @@ class Result:
     test: dict | None = None
     out: Path | None = None
     stopped: str = "done"
+    best_epoch: int | None = None  # with early stopping: the epoch whose weights were kept
 
     @property
     def final(self) -> dict:
@@ -70,6 +71,7 @@ class Run:
     start_epoch: int = 0
     start_step: int = 0
     start_sums: list | None = None  # the epoch's loss sum, correct and count up to a mid-epoch checkpoint
+    best: dict = field(default_factory=dict)  # early stopping: score, epoch, weights of the best evaluation so far
 
     @property
     def steps_per_epoch(self) -> int:
@@ -157,6 +159,11 @@ def start(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
     out, ckpt_path = output_paths(cfg)
     torch.manual_seed(cfg.seed)
     data = data or _dataset(cfg)
+    if cfg.patience and data.val is None:
+        raise ValueError(
+            "patience (early stopping) chooses the weights on the validation split, and this data set has "
+            "none: set val_fraction > 0 (the test set must not choose anything)."
+        )
     model = _model(cfg, model, data, device)
     config = model_config(model, cfg.objective)
     sharded = cfg.fsdp and world > 1  # FSDP instead of DDP; the optimiser below then holds the shards

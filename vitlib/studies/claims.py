@@ -1,0 +1,218 @@
+"""The paper's claims the course tests, in one place, and the claims report built from the runs' results.
+
+Each experiment notebook judges some of these claims (`Experiment.claim(id, comparison)`) and saves them with its
+results; `report` gathers what every scale has run (results/quick, results/reference, results/gpu for the full
+presets) into results/claims.json and results/CLAIMS.md:
+
+    python scripts/claims_report.py            # after the notebooks have written their results
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..utils import write_json
+
+# id -> the paper's statement, where it is, and the notebook that tests it
+CLAIMS = {
+    "a1": dict(
+        claim="ViT trails a ResNet of similar size when trained on little data",
+        paper="§4.3, Fig. 3 (ImageNet only: below BiT), Fig. 4 (9M JFT images: ViT-B/32 much worse than ResNet50)",
+        notebook="07_data_size",
+    ),
+    "a2": dict(
+        claim="the ResNet's lead over ViT shrinks as the training set grows",
+        paper="§4.3, Fig. 3-4 (ViT ahead from 90M JFT images on)",
+        notebook="07_data_size",
+    ),
+    "a3": dict(
+        claim="on a task that needs relations between distant patches, ViT gains more from data than a ResNet",
+        paper="§3.1 (inductive bias), §4.3; a mechanism miniature, not an experiment of the paper",
+        notebook="07_data_size",
+    ),
+    "b1": dict(
+        claim="without position embeddings ViT does worse",
+        paper="App. D.4, Table 8 (0.614 vs 0.642)",
+        notebook="08_position_embeddings",
+    ),
+    "b2": dict(
+        claim="1D, 2D and relative position embeddings work about equally well",
+        paper="App. D.4, Table 8 (0.642, 0.640, 0.640)",
+        notebook="08_position_embeddings",
+    ),
+    "c1": dict(
+        claim="the [class] token and global average pooling work about equally well, each at its own learning rate",
+        paper="App. D.3, Fig. 9",
+        notebook="10_class_token_and_norm",
+    ),
+    "c2": dict(
+        claim="GAP at the [class] token's learning rate does worse than at its own",
+        paper="App. D.3, Fig. 9 (GAP needs a different learning rate)",
+        notebook="10_class_token_and_norm",
+    ),
+    "d1": dict(
+        claim="the mean attention distance grows with depth",
+        paper="§4.5, Fig. 7 (right), App. D.7",
+        notebook="13_inspecting_vit",
+    ),
+    "d2": dict(
+        claim="some heads attend globally already in the lowest layer, while others are local",
+        paper="§4.5, Fig. 7 (right)",
+        notebook="13_inspecting_vit",
+    ),
+    "e1": dict(
+        claim="learned position embeddings encode distance: closer patches have more similar embeddings",
+        paper="§4.5, Fig. 7 (center), App. D.4 Fig. 10",
+        notebook="13_inspecting_vit",
+    ),
+    "e2": dict(
+        claim="learned position embeddings show a row-column structure",
+        paper="§4.5, Fig. 7 (center)",
+        notebook="13_inspecting_vit",
+    ),
+    "f1": dict(
+        claim="fine-tuning at a higher resolution than pre-training (E_pos interpolated in 2D) helps",
+        paper="§3.2, App. B.1.1 (pre-trained at 224, fine-tuned at a higher resolution)",
+        notebook="11_finetune_resolution",
+    ),
+    "g1": dict(claim="hybrids beat the pure ViT at small compute", paper="§4.4, Fig. 5", notebook="12_hybrid"),
+    "g2": dict(claim="the hybrid's advantage shrinks as compute grows", paper="§4.4, Fig. 5", notebook="12_hybrid"),
+    "h1": dict(
+        claim="masked patch prediction pre-training beats training from scratch",
+        paper="§4.6 (ViT-B/16 79.9% on ImageNet, +2% over scratch)",
+        notebook="14_self_supervision",
+    ),
+    "h2": dict(
+        claim="masked patch prediction trails supervised pre-training",
+        paper="§4.6 (4% behind supervised pre-training)",
+        notebook="14_self_supervision",
+    ),
+    "i1": dict(
+        claim="smaller patches (longer sequences) give better accuracy, for more compute",
+        paper="§3.1, §4.1, Table 5 (/14 and /16 vs /32), Fig. 8",
+        notebook="09_patch_size_and_shape",
+    ),
+    "k1": dict(
+        claim="scaling depth helps more than scaling width",
+        paper="App. D.2, Fig. 8",
+        notebook="09_patch_size_and_shape",
+    ),
+    "x1": dict(
+        claim="with LayerNorm before every block (pre-LN), a deep ViT trains where the original post-LN "
+        "Transformer fails without a learning-rate warm-up",
+        paper="§3.1 (LN before every block, after Wang et al. 2019 and Baevski & Auli 2019): the paper's "
+        "design choice, tested",
+        notebook="10_class_token_and_norm",
+    ),
+    "m1": dict(
+        claim="MAE pre-training beats training from scratch",
+        paper="beyond the paper: He et al. 2021 (MAE), the seeds' pointer after §4.6",
+        notebook="14_self_supervision",
+    ),
+    "p1": dict(
+        claim="pre-training on one task, then fine-tuning on another, beats training the second from scratch",
+        paper="§4.1-4.2, Table 2 (transfer after pre-training)",
+        notebook="15_pretraining",
+    ),
+}
+SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
+
+
+def results_of(results: Path, scale: str) -> dict[str, dict]:
+    """{claim id: what the scale's runs found}, read from results/<folder>/**/*.json (experiment files)."""
+    found = {}
+    for path in sorted((results / SCALES[scale]).rglob("*.json")):
+        data = json.loads(path.read_text())
+        for v in data.get("verdicts", []) if isinstance(data, dict) else []:
+            if v.get("id") in CLAIMS:
+                machine = data.get("gpu") or f"{data.get('cpu', '?')}, {data.get('threads', '?')} thread(s)"
+                found[v["id"]] = {
+                    "ours": {
+                        "effect": v["effect"],
+                        "se": v["se"],
+                        "margin": v.get("margin"),
+                        "compared": v["compared"],
+                    },
+                    "verdict": v["verdict"],
+                    "seeds": v["seeds"],
+                    "minutes": round(data.get("minutes", 0), 1),
+                    "machine": machine,
+                    "date": data.get("saved"),
+                    "source": str(path.relative_to(results)),
+                }
+    return found
+
+
+def report(results: str | Path = "results") -> dict:
+    """results/claims.json and results/CLAIMS.md from every scale's results; returns the claims.json content."""
+    results = Path(results)
+    by_scale = {scale: results_of(results, scale) for scale in SCALES}
+    claims = [
+        {"id": cid, **spec, **{scale: by_scale[scale].get(cid) for scale in SCALES}} for cid, spec in CLAIMS.items()
+    ]
+    out = {
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "scales": list(SCALES),
+        "rule": "reproduced: the paper's direction beyond 2 standard errors (equality: within the margin, noise "
+        "included); contradicted: the opposite beyond 2 SE; inconclusive: neither",
+        "claims": claims,
+    }
+    write_json(results / "claims.json", out)
+    (results / "CLAIMS.md").write_text(markdown(out))
+    return out
+
+
+def _cell(found: dict | None, scale: str) -> str:
+    if found is None:
+        return "not measured yet: needs a GPU" if scale == "full" else "not run yet"
+    o = found["ours"]
+    margin = f", margin ±{o['margin']:g}" if o.get("margin") else ""
+    return (
+        f"**{found['verdict']}** {o['effect']:+.3f} ± {o['se']:.3f}{margin} "
+        f"({found['seeds']} seeds, {found['minutes']:g} min)"
+    )
+
+
+def markdown(content: dict) -> str:
+    """The claims table: one row per claim, a column per scale (verdict, effect ± SE, seeds, minutes)."""
+    lines = [
+        "# The paper's claims, tested",
+        "",
+        f"Generated from the runs' results by `scripts/claims_report.py` ({content['generated']}). Rule: "
+        f"{content['rule']}. Effects are differences of test accuracy (or of the measure the notebook names), "
+        f"mean over seeds ± standard error.",
+        "",
+        "| id | claim | paper | notebook | quick | reference | full |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in content["claims"]:
+        cells = [c["id"], c["claim"], c["paper"], c["notebook"], *(_cell(c[s], s) for s in SCALES)]
+        lines.append("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
+    lines += ["", "What each run compared, and on which machine:", ""]
+    for c in content["claims"]:
+        for scale in SCALES:
+            if c[scale]:
+                f = c[scale]
+                lines.append(
+                    f"- **{c['id']}**, {scale}: {f['ours']['compared']} — {f['machine']}, {f['date']} "
+                    f"(`results/{f['source']}`)"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def scales_table(exp, notebook: str, results: str | Path = "../results") -> str:
+    """This run's claims (an Experiment) beside the committed runs of the same notebook at the other scales
+    (results/quick, results/reference, results/gpu), as Markdown: what a learner's run found, next to what a bigger
+    run found."""
+    results = Path(results)
+    found = {scale: results_of(results, scale) for scale in SCALES}
+    lines = ["| claim | this run | quick (committed) | reference (CPU) | full (GPU) |", "|---|---|---|---|---|"]
+    for v in exp.verdicts:
+        here = f"**{v['verdict']}** {v['effect']:+.3f} ± {v['se']:.3f}"
+        others = [_cell(found[s].get(v["id"]), s) for s in SCALES]
+        lines.append(f"| ({v['id']}) {v['claim']} | {here} | " + " | ".join(others) + " |")
+    if not exp.verdicts:
+        lines.append(f"| (no claims judged yet in {notebook}) | | | | |")
+    return "\n".join(lines)
