@@ -21,7 +21,7 @@ class Preset:
     about: str  # one line: what it is for
     source: str  # where the numbers come from
     options: dict  # TrainConfig fields
-    measured: str = "not measured"  # what we measured with it, or "not measured" and why
+    measured: str = "not measured yet: needs a GPU"  # what was measured with it, or what it waits for
     hardware: str = "GPU"
     extra: dict = field(default_factory=dict)
 
