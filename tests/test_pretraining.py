@@ -54,7 +54,7 @@ def test_the_paper_preset_is_table_3():
     assert (cfg.beta1, cfg.beta2, cfg.schedule, cfg.grad_clip, cfg.head, cfg.image_size) == (
         0.9,
         0.999,
-        "linear",
+        "cosine",
         1.0,
         "mlp",
         224,

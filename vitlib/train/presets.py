@@ -21,7 +21,7 @@ class Preset:
     about: str  # one line: what it is for
     source: str  # where the numbers come from
     options: dict  # TrainConfig fields
-    measured: str = "not measured"  # what we measured with it, or "not measured" and why
+    measured: str = "not measured yet: needs a GPU"  # what was measured with it, or what it waits for
     hardware: str = "GPU"
     extra: dict = field(default_factory=dict)
 
@@ -35,11 +35,12 @@ _IMAGENET_STEPS = 1_281_167 / 4096
 PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("paper-imagenet", "ViT-B/16 pre-trained on ImageNet-1k from scratch with the paper's recipe",
            "Table 3 (ImageNet row: 300 epochs, base lr 3e-3, weight decay 0.3, dropout 0.1, batch 4096) and "
-           "appendix B.1 (Adam beta1 0.9 beta2 0.999, 10k warm-up steps, linear decay, clipping at global norm 1, "
+           "appendix B.1 (Adam beta1 0.9 beta2 0.999, 10k warm-up steps, cosine decay (Table 3: cosine for the "
+           "ImageNet rows, linear for ImageNet-21k and JFT), clipping at global norm 1, "
            "the MLP pre-training head, random crop and flip, 224 px)",
            dict(dataset="imagefolder:data/cache/imagenet", model="ViT-B/16", image_size=224, epochs=300,
                 batch_size=4096, lr=3e-3, min_lr=1e-5, weight_decay=0.3, beta1=0.9, beta2=0.999,
-                warmup_epochs=round(10_000 / _IMAGENET_STEPS, 1), schedule="linear", grad_clip=1.0, dropout=0.1,
+                warmup_epochs=round(10_000 / _IMAGENET_STEPS, 1), schedule="cosine", grad_clip=1.0, dropout=0.1,
                 head="mlp", augment="crop-flip", precision="bf16", compile=True, num_workers=16)),
     Preset("paper-imagenet21k", "ViT-B/16 pre-trained on ImageNet-21k (as a folder) with the paper's recipe",
            "Table 3 (ImageNet-21k row: 90 epochs, base lr 1e-3, weight decay 0.03, dropout 0.1, batch 4096) and "
