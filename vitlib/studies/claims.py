@@ -58,7 +58,8 @@ CLAIMS = {
         notebook="13_inspecting_vit",
     ),
     "d2": dict(
-        claim="some heads attend globally already in the lowest layer, while others are local",
+        claim="some heads attend globally already in the lowest layer, while others are local (tested as: training "
+        "spreads the lowest layer's heads apart, beyond their spread at initialisation)",
         paper="§4.5, Fig. 7 (right)",
         notebook="13_inspecting_vit",
     ),
