@@ -137,6 +137,7 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
                         "compared": v["compared"],
                     },
                     "verdict": v["verdict"],
+                    "why": v.get("why", ""),
                     "seeds": v["seeds"],
                     "minutes": round(data.get("minutes", 0), 1),
                     "machine": machine,
@@ -191,6 +192,18 @@ def markdown(content: dict) -> str:
     for c in content["claims"]:
         cells = [c["id"], c["claim"], c["paper"], c["notebook"], *(_cell(c[s], s) for s in SCALES)]
         lines.append("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
+    lines += [
+        "",
+        "Not reproduced at any scale run so far: what was measured, and the scale of the paper's evidence:",
+        "",
+    ]
+    for c in content["claims"]:
+        runs = {scale: c[scale] for scale in SCALES if c[scale]}
+        if runs and all(r["verdict"] != "reproduced" for r in runs.values()):
+            found = "; ".join(
+                f"{scale} {r['verdict']} ({r.get('why') or r['ours']['compared']})" for scale, r in runs.items()
+            )
+            lines.append(f"- **{c['id']}** {c['claim']}: {found}. The paper: {c['paper']}.")
     lines += ["", "What each run compared, and on which machine:", ""]
     for c in content["claims"]:
         for scale in SCALES:
