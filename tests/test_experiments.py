@@ -9,7 +9,7 @@ import pytest
 
 from vitlib.studies.claims import CLAIMS, report, scales_table
 from vitlib.studies.experiments import Experiment, new_run_folder
-from vitlib.studies.stats import all_of, difference, equivalence, fmt, mean_std, verdict
+from vitlib.studies.stats import all_of, contrast, difference, equivalence, fmt, mean_std, verdict
 from vitlib.train import TrainConfig
 
 
@@ -60,6 +60,14 @@ def test_verdict_rejects_unknown_direction_and_bad_margins():
         verdict(0.1, 0.1, "equal")
     with pytest.raises(ValueError, match="margin must be positive"):
         equivalence(0.1, 0.1, 0)
+
+
+def test_contrast_of_two_independent_effects():
+    c = contrast((0.07, 0.03), (0.01, 0.04), n=3, compared="gap at 45 vs at 9,000 images")
+    assert math.isclose(c["diff"], 0.06) and math.isclose(c["se"], 0.05)
+    assert (c["verdict"], c["n"], c["compared"]) == ("inconclusive", 3, "gap at 45 vs at 9,000 images")
+    assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="")["verdict"] == "reproduced"
+    assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="", expect="less")["verdict"] == "contradicted"
 
 
 def test_all_of_reports_the_weakest_part():

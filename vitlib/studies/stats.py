@@ -63,6 +63,14 @@ def equivalence(diff: float, se: float, margin: float, k: float = 2.0) -> str:
     return "contradicted" if abs(diff) - k * se > margin else "inconclusive"
 
 
+def contrast(a: tuple[float, float], b: tuple[float, float], n: int, compared: str, expect: str = "greater") -> dict:
+    """A claim about two independent effects, each (estimate, standard error), e.g. 'the gap shrinks' as (gap at the
+    smallest size) - (gap at the largest): their difference, its standard error sqrt(se_a^2 + se_b^2) and its
+    verdict, as the comparison dict `Experiment.claim` takes (like `Experiment.compare`'s)."""
+    diff, se = a[0] - b[0], math.hypot(a[1], b[1])
+    return {"diff": diff, "se": se, "verdict": verdict(diff, se, expect), "n": n, "compared": compared}
+
+
 def all_of(*comparisons: dict) -> dict:
     """One verdict for a claim made of several comparisons that must all hold (e.g. '1D, 2D and relative are about
     equal': 1D vs 2D and 1D vs relative): reproduced when every part is, contradicted when any part is, else
