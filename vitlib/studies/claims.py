@@ -1,4 +1,5 @@
-"""The paper's claims the course tests, in one place, and the claims report built from the runs' results.
+"""The paper's claims the course tests (and a few of follow-up work, marked "beyond the paper"), in one place, and
+the claims report built from the runs' results.
 
 Each experiment notebook judges some of these claims (`Experiment.claim(id, comparison)`) and saves them with its
 results; `report` gathers what every scale has run (results/quick, results/reference, results/gpu for the full
@@ -116,6 +117,34 @@ CLAIMS = {
         claim="pre-training on one task, then fine-tuning on another, beats training the second from scratch",
         paper="§4.1-4.2, Table 2 (transfer after pre-training)",
         notebook="15_pretraining",
+    ),
+    "q1": dict(
+        claim="ViT has little image-specific inductive bias: a fixed shuffle of the patches costs a CNN more "
+        "accuracy than it costs ViT",
+        paper="§3.1 (inductive bias: locality and 2D structure are built into every CNN layer, not into ViT's)",
+        notebook="16_inductive_biases",
+    ),
+    "q2": dict(
+        claim="a fixed shuffle of the patches leaves ViT's accuracy unchanged: its position embeddings learn "
+        "every spatial relation from scratch",
+        paper="§3.1 ('all spatial relations between the patches have to be learned from scratch')",
+        notebook="16_inductive_biases",
+    ),
+    "t1": dict(
+        claim="a dense loss on every patch token (token labelling, targets from a teacher) beats the [class]-only loss",
+        paper="beyond the paper: Jiang et al. 2021 ('All Tokens Matter', LV-ViT), the seeds' pointer",
+        notebook="17_token_labelling",
+    ),
+    "n1": dict(
+        claim="self-distillation without labels (DINO) gives features whose k-NN accuracy beats a randomly "
+        "initialised ViT's",
+        paper="beyond the paper: Caron et al. 2021 ('Emerging properties', DINO), k-NN evaluation; the seeds' pointer",
+        notebook="18_dino",
+    ),
+    "n2": dict(
+        claim="DINO's [class] attention falls on the object more than a supervised ViT's",
+        paper="beyond the paper: Caron et al. 2021, Fig. 1 and the attention-mask comparison with supervised ViT",
+        notebook="18_dino",
     ),
 }
 SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
