@@ -91,6 +91,33 @@ def test_exercises_follow_the_solution_convention(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_running_a_solution_keeps_the_learners_answer(path):
+    """A solution cell fills in only what is still a TODO (`if unanswered(...):`), so running the whole notebook
+    never overwrites an answer."""
+    for c in code_cells(load(path)):
+        if "solution" in tags(c):
+            body = src(c)
+            assert "if unanswered(" in body, (
+                f"{path.name}: a solution cell must be guarded by 'if unanswered(...)':\n{body}"
+            )
+            first = next(line for line in body.splitlines()[1:] if line.strip() and not line.lstrip().startswith("#"))
+            assert first.startswith(("if unanswered(", "from ", "import ")), (
+                f"{path.name}: a solution must not change anything before checking 'unanswered':\n{body}"
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_guard_checks_are_collapsed_and_teaching_checks_are_not(path):
+    """Cells that only guard the notebook's tests (tag `guard`) are collapsed; so the story reads straight."""
+    for c in code_cells(load(path)):
+        hidden = c.get("metadata", {}).get("jupyter", {}).get("source_hidden", False)
+        if "guard" in tags(c):
+            assert hidden, f"{path.name}: a guard cell must be collapsed (metadata.jupyter.source_hidden):\n{src(c)}"
+        elif hidden:
+            assert "solution" in tags(c), f"{path.name}: only guards and solutions are collapsed:\n{src(c)[:200]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_notebook_checks_outputs_and_cites_the_paper(path):
     nb = load(path)
     assert any(src(c).startswith("# NBVAL_CHECK_OUTPUT") for c in code_cells(nb)), (
