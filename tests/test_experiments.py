@@ -68,6 +68,9 @@ def test_contrast_of_two_independent_effects():
     assert (c["verdict"], c["n"], c["compared"]) == ("inconclusive", 3, "gap at 45 vs at 9,000 images")
     assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="")["verdict"] == "reproduced"
     assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="", expect="less")["verdict"] == "contradicted"
+    for bad in ((0.3, -0.01), (0.3, float("nan"))):  # a negative SE would cancel in hypot: refused
+        with pytest.raises(ValueError, match="standard error of b must be a number >= 0"):
+            contrast((0.30, 0.01), bad, n=3, compared="")
 
 
 def test_all_of_reports_the_weakest_part():

@@ -67,6 +67,9 @@ def contrast(a: tuple[float, float], b: tuple[float, float], n: int, compared: s
     """A claim about two independent effects, each (estimate, standard error), e.g. 'the gap shrinks' as (gap at the
     smallest size) - (gap at the largest): their difference, its standard error sqrt(se_a^2 + se_b^2) and its
     verdict, as the comparison dict `Experiment.claim` takes (like `Experiment.compare`'s)."""
+    for name, (_, se_) in (("a", a), ("b", b)):
+        if se_ < 0 or math.isnan(se_):
+            raise ValueError(f"contrast: the standard error of {name} must be a number >= 0, got {se_}.")
     diff, se = a[0] - b[0], math.hypot(a[1], b[1])
     return {"diff": diff, "se": se, "verdict": verdict(diff, se, expect), "n": n, "compared": compared}
 
