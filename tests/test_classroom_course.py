@@ -14,9 +14,9 @@ def test_full_zero_and_partial_marks_on_notebook_01_and_the_library(tmp_path):
     assignments = ["01_patches", "vit_from_scratch"]
     expected = build_class(COURSE, tmp_path, assignments)
     assert expected == {
-        "instructor": {"01_patches": 4, "vit_from_scratch": 5},
+        "instructor": {"01_patches": 6, "vit_from_scratch": 5},
         "released": {"01_patches": 0, "vit_from_scratch": 0},
-        "partial": {"01_patches": 2, "vit_from_scratch": 2},
+        "partial": {"01_patches": 3, "vit_from_scratch": 2},
     }
     rows = grade_class(
         tmp_path / "submissions", COURSE, assignments, Options(cell_timeout=300, timeout=900, progress=False)
