@@ -130,7 +130,7 @@ def foreground_share(
 def plot_cls_maps(raw: torch.Tensor, maps: dict[str, torch.Tensor], grid: tuple[int, int], n: int = 6, outline=None):
     """Rows: the images, then each model's [class] attention (B, N) on the patch grid (share of the attention, one
     colour scale per row with its colour bar); columns: images. `outline` (B, N) bool: the foreground patches,
-    drawn as a cyan contour on every map."""
+    a cyan dot on each of them on every map."""
     fig, axes = plt.subplots(len(maps) + 1, n, figsize=(1.45 * n + 1.2, 1.45 * (len(maps) + 1)), layout="constrained")
     for j in range(n):
         axes[0, j].imshow(raw[j, 0], cmap="gray")
@@ -141,7 +141,8 @@ def plot_cls_maps(raw: torch.Tensor, maps: dict[str, torch.Tensor], grid: tuple[
         for j in range(n):
             im = axes[i, j].imshow(m[j].reshape(grid), cmap="inferno", vmin=0, vmax=top)
             if outline is not None:
-                axes[i, j].contour(outline[j].reshape(grid).float(), levels=[0.5], colors="cyan", linewidths=1)
+                rows, cols = torch.nonzero(outline[j].reshape(grid), as_tuple=True)
+                axes[i, j].scatter(cols, rows, s=6, c="cyan")
         axes[i, 0].set_ylabel(name, fontsize=8)
         fig.colorbar(im, ax=axes[i, :].tolist(), shrink=0.9, label="share of the\n[class] attention")
     for ax in axes.flat:
