@@ -1,9 +1,11 @@
 """Objectives: classification (the paper's supervised pre-training and fine-tuning), MAE, and the paper's masked
-patch prediction (section 4.6), behind the one interface of `vitlib.objectives.objective`."""
+patch prediction (section 4.6), behind the one interface of `vitlib.objectives.objective`; and DINO's self-distillation
+(`vitlib.objectives.dino`), which `vitlib.studies.dino` trains with its own step."""
 
 from torch import nn
 
 from ..model import VisionTransformer
+from .dino import DINO, DINOHead, dino_loss, teacher_momentum, updated_centre
 from .mae import MAE, random_masking
 from .mpp import MaskedPatchPrediction, corruption_plan, mean_colour_targets
 from .objective import OBJECTIVES, Classification, SelfSupervised, StepLoss, get_objective, objective_name
@@ -21,6 +23,11 @@ def wrap(name: str, vit: VisionTransformer, mean=(0.0,), std=(1.0,)) -> nn.Modul
 
 
 __all__ = [
+    "DINO",
+    "DINOHead",
+    "dino_loss",
+    "teacher_momentum",
+    "updated_centre",
     "MAE",
     "random_masking",
     "MaskedPatchPrediction",

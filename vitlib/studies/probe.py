@@ -1,5 +1,6 @@
 """Linear evaluation of a frozen representation (section 4.1 'few-shot / linear' results, section 4.6): the pooled
-features y = LN(z_L^0) of a fixed ViT, then a linear classifier fitted on top with L-BFGS and an L2 penalty."""
+features y = LN(z_L^0) of a fixed ViT, then a linear classifier fitted on top with L-BFGS and an L2 penalty; or, with
+no fitting at all, DINO's weighted k-nearest-neighbour classifier (`knn_accuracy`)."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def linear_probe(
             "train_acc": (layer(a).argmax(1) == train_y).float().mean().item(),
             "test_acc": (layer(b).argmax(1) == test_y).float().mean().item(),
         }
+
+
+def knn_accuracy(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    test_x: torch.Tensor,
+    test_y: torch.Tensor,
+    k: int = 20,
+    temperature: float | None = 0.07,
+    batch: int = 1024,
+) -> float:
+    """Weighted k-NN classification as in DINO (Caron et al. 2021, after Wu et al. 2018): cosine similarity to the
+    training features, the k nearest each vote for their class with weight exp(similarity / temperature) (a plain
+    majority vote with temperature=None); the accuracy on the test features."""
+    if len(train_x) != len(train_y) or len(test_x) != len(test_y):
+        raise ValueError("features and labels differ in length.")
+    if not 0 < k <= len(train_x):
+        raise ValueError(f"k must be between 1 and the number of training features ({len(train_x)}), got {k}.")
+    a, b = F.normalize(train_x.float(), dim=1), F.normalize(test_x.float(), dim=1)
+    classes, correct = int(max(train_y.max(), test_y.max())) + 1, 0
+    for i in range(0, len(b), batch):
+        sim, idx = (b[i : i + batch] @ a.T).topk(k, dim=1)
+        weight = torch.ones_like(sim) if temperature is None else (sim / temperature).exp()
+        votes = torch.zeros(len(sim), classes).scatter_add_(1, train_y[idx], weight)
+        correct += (votes.argmax(1) == test_y[i : i + batch]).sum().item()
+    return correct / len(b)

@@ -1,0 +1,151 @@
+"""DINO in miniature (Caron et al. 2021; beyond the ViT paper): pre-train a ViT by self-distillation on a data set's
+training images without their labels, then ask where its [class] token looks.
+
+    dino, history = pretrain_dino(vit, data, steps=100)          # `vitlib.objectives.dino.DINO`, per-step log
+    share = foreground_share(weights[-1], raw_images, patch_size)  # [class] attention on the object, per image
+
+Why its own training function, not `vitlib.train.train`: one DINO step is more than `objective.loss` + AdamW. Every
+image is seen as several augmented views drawn per image (the loop's loaders draw one view per batch), and after
+every optimizer step the teacher follows the student with a momentum that rises along a cosine schedule (the loop's
+`EMA` has one fixed decay) while the centre follows the teacher's outputs. Both are state of the objective itself;
+the optimiser and its schedule are the loop's (`param_groups`, `lr_lambda`)."""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib.pyplot as plt
+import torch
+import torchvision.transforms.v2 as T
+from torch import nn
+
+from ..data import Dataset
+from ..model import VisionTransformer
+from ..objectives.dino import DINO, entropies, teacher_momentum
+from ..train import TrainConfig, lr_lambda, param_groups
+
+
+def dino_views(scale: tuple[float, float] = (0.35, 1.0), blur: float = 0.5, image_size: int = 28) -> T.Compose:
+    """One view of a grey image in [0, 1] (1, H, W): DINO's global-crop recipe, scaled down to 28 px (random
+    resized crop, flip, brightness/contrast jitter, Gaussian blur; no colour: the images are grey)."""
+    return T.Compose(
+        [
+            T.RandomResizedCrop(image_size, scale=scale, antialias=True),
+            T.RandomHorizontalFlip(),
+            T.RandomApply([T.ColorJitter(brightness=0.4, contrast=0.4)], p=0.8),
+            T.RandomApply([T.GaussianBlur(3, sigma=(0.1, 1.0))], p=blur),
+        ]
+    )
+
+
+def make_views(images: torch.Tensor, n_global: int = 2, n_local: int = 0, mean=(0.5,), std=(0.5,)) -> list:
+    """`n_global` global views (crops of 35-100 % of the image; the first blurred often, the second rarely, as in DINO)
+    and `n_local` local views (crops of 10-35 %, resized to the same size), each (B, C, H, W) and normalised."""
+    x = images.float() / 255 if images.dtype == torch.uint8 else images
+    size = x.shape[-1]
+    recipes = [dino_views((0.35, 1.0), 1.0 if i == 0 else 0.1, size) for i in range(n_global)]
+    recipes += [dino_views((0.1, 0.35), 0.5, size) for _ in range(n_local)]
+    m, s = torch.tensor(mean).view(1, -1, 1, 1), torch.tensor(std).view(1, -1, 1, 1)
+    return [(torch.stack([tf(im) for im in x]) - m) / s for tf in recipes]
+
+
+def pretrain_dino(
+    vit: VisionTransformer,
+    data: Dataset,
+    steps: int = 100,
+    batch_size: int = 128,
+    lr: float = 1e-3,
+    weight_decay: float = 0.04,
+    warmup_steps: int = 10,
+    momentum: float = 0.996,
+    n_local: int = 0,
+    grad_clip: float = 3.0,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    **dino_options,
+) -> tuple[DINO, list[dict]]:
+    """Train DINO(vit) for `steps` AdamW steps on batches of data.train's images (labels never read); returns the
+    model (on the CPU, in eval mode) and one row per step: loss, teacher momentum, the teacher's two entropies."""
+    torch.manual_seed(seed)
+    dino = DINO(vit, **dino_options).to(device).train()
+    cfg = TrainConfig(lr=lr, min_lr=min(1e-5, lr), weight_decay=weight_decay, schedule="cosine")
+    optimizer = torch.optim.AdamW(param_groups(nn.ModuleList([dino.student, dino.student_head]), weight_decay), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup_steps))
+    images, g, history = data.train.images, torch.Generator().manual_seed(seed), []
+    order, start = torch.randperm(len(images), generator=g), time.perf_counter()
+    for step in range(steps):
+        at = (step * batch_size) % len(images)
+        if at + batch_size > len(images):
+            order, at = torch.randperm(len(images), generator=g), 0
+        views = make_views(images[order[at : at + batch_size]], dino.n_global, n_local, data.mean, data.std)
+        loss, teacher = dino([v.to(device) for v in views])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(dino.student_parameters(), grad_clip)
+        optimizer.step()
+        scheduler.step()
+        m = teacher_momentum(step, steps, momentum)
+        dino.update_teacher(m)
+        h_mean, h_each = entropies(torch.cat(teacher), dino.centre, dino.tau_t)
+        elapsed = time.perf_counter() - start
+        history.append(dict(step=step + 1, loss=loss.item(), momentum=m, h_mean=h_mean, h_each=h_each, time_s=elapsed))
+    return dino.cpu().eval(), history
+
+
+def collapse_runs(vit_fn, data: Dataset, settings: dict[str, dict], **train_options) -> dict[str, list[dict]]:
+    """pretrain_dino once per named setting (e.g. {'centring + sharpening': {}, 'no centring': dict(centring=False)})
+    from the same initial ViT (vit_fn()), and the per-step history of each."""
+    return {name: pretrain_dino(vit_fn(), data, **{**train_options, **opts})[1] for name, opts in settings.items()}
+
+
+# ------------------------------------------------------------------------------------------- where [class] looks
+def cls_attention(weights: torch.Tensor, prefix: int = 1, head: str = "mean") -> torch.Tensor:
+    """The [class] token's attention on the patches in one layer's weights (B, heads, L, L): (B, N), heads fused by
+    their mean (or, head='each', kept: (B, heads, N)), each row renormalised over the patches."""
+    a = weights[:, :, 0, prefix:].double()
+    a = a / a.sum(-1, keepdim=True).clamp_min(1e-12)
+    return (a.mean(1) if head == "mean" else a).float()
+
+
+def foreground_patches(raw: torch.Tensor, patch_size: int, threshold: float = 0.2) -> torch.Tensor:
+    """(B, N) bool: the patches whose mean pixel intensity (images in [0, 1], or uint8) is above `threshold`."""
+    x = raw.float() / 255 if raw.dtype == torch.uint8 else raw.float()
+    pooled = nn.functional.avg_pool2d(x.mean(1, keepdim=True), patch_size)  # (B, 1, gh, gw)
+    return (pooled > threshold).flatten(1)
+
+
+def foreground_share(
+    weights: torch.Tensor, raw: torch.Tensor, patch_size: int, threshold: float = 0.2, head: str = "mean"
+) -> torch.Tensor:
+    """Per image, the share of the [class] token's attention on the patches (last layer: pass weights[-1]) that
+    falls on foreground patches; head='best': the head with the largest share, per image. (B,) in [0, 1]."""
+    fg = foreground_patches(raw, patch_size, threshold)
+    if head == "mean":
+        return (cls_attention(weights) * fg).sum(-1)
+    if head == "best":
+        return (cls_attention(weights, head="each") * fg[:, None]).sum(-1).amax(1)
+    raise ValueError(f"head must be 'mean' or 'best', got {head!r}.")
+
+
+def plot_cls_maps(raw: torch.Tensor, maps: dict[str, torch.Tensor], grid: tuple[int, int], n: int = 6, outline=None):
+    """Rows: the images, then each model's [class] attention (B, N) on the patch grid (share of the attention, one
+    colour scale per row with its colour bar); columns: images. `outline` (B, N) bool: the foreground patches,
+    a cyan dot on each of them on every map."""
+    fig, axes = plt.subplots(len(maps) + 1, n, figsize=(1.45 * n + 1.2, 1.45 * (len(maps) + 1)), layout="constrained")
+    for j in range(n):
+        axes[0, j].imshow(raw[j, 0], cmap="gray")
+        axes[0, j].set_title(f"test image {j + 1}", fontsize=8)
+    axes[0, 0].set_ylabel("input", fontsize=8)
+    for i, (name, m) in enumerate(maps.items(), start=1):
+        top = float(m[:n].max())
+        for j in range(n):
+            im = axes[i, j].imshow(m[j].reshape(grid), cmap="inferno", vmin=0, vmax=top)
+            if outline is not None:
+                rows, cols = torch.nonzero(outline[j].reshape(grid), as_tuple=True)
+                axes[i, j].scatter(cols, rows, s=6, c="cyan")
+        axes[i, 0].set_ylabel(name, fontsize=8)
+        fig.colorbar(im, ax=axes[i, :].tolist(), shrink=0.9, label="share of the\n[class] attention")
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return fig
