@@ -82,6 +82,8 @@ def test_total_loss_is_class_plus_beta_token_plus_kd():
     assert int(correct) == int((logits.argmax(1) == y).sum())
     torch.testing.assert_close(model(x, y, reduction="sum").loss, hand.sum())
     torch.testing.assert_close(model(x), logits)  # without labels: the [class] prediction
+    model.eval()  # evaluation: the [class] cross-entropy alone, comparable across beta and kd
+    torch.testing.assert_close(model(x, y).loss, F.cross_entropy(logits, y))
 
 
 def test_beta_zero_is_the_plain_classification_loss_and_never_runs_the_teacher():

@@ -48,8 +48,9 @@ def token_loss(token_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tenso
 
 class TokenLabelling(nn.Module):
     """Wraps a classifier ViT and a frozen CNN teacher. forward(images) -> the [class] logits (B, K);
-    forward(images, labels) -> StepLoss(loss, correct, logits) with
-    loss = CE([class], y) + beta * token loss + kd * softCE([class], softmax(teacher's global scores / temperature)).
+    forward(images, labels) -> StepLoss(loss, correct, logits) with, in training mode,
+    loss = CE([class], y) + beta * token loss + kd * softCE([class], softmax(teacher's global scores / temperature)),
+    and in evaluation mode CE([class], y) alone (the same test loss whatever the weights).
 
     beta = kd = 0 is the plain [class]-only classification loss (the teacher is then not even run); kd > 0 with
     beta = 0 distils the same teacher into the [class] output only (knowledge distillation, the control that
@@ -117,7 +118,11 @@ class TokenLabelling(nn.Module):
             return self.vit(images)
         if labels.ndim != 1:
             raise ValueError("token labelling takes class indices as labels (mixup / cutmix would need MixToken).")
-        parts = self.losses(images, labels)
-        loss = parts["total"].sum() if reduction == "sum" else parts["total"].mean()
-        logits = parts["logits"]
+        if self.training:
+            parts = self.losses(images, labels)
+            loss, logits = parts["total"], parts["logits"]
+        else:  # evaluation: the [class] cross-entropy alone, one measure for every beta and kd (no teacher run)
+            logits = self.vit(images).float()
+            loss = F.cross_entropy(logits, labels, reduction="none")
+        loss = loss.sum() if reduction == "sum" else loss.mean()
         return StepLoss(loss, (logits.argmax(1) == labels).sum(), logits)
