@@ -4,7 +4,7 @@ Four layers, each importing only from those before it:
 
     vitlib.model        the paper's model: patches, E, [class], E_pos, attention, encoder, heads, ViT, converters
     vitlib.data         data sets, subsets, loaders, augmentation
-    vitlib.objectives   what a run minimises: classification, MAE, masked patch prediction
+    vitlib.objectives   what a run minimises: classification, MAE, masked patch prediction, token labelling
     vitlib.train        the engine: config and presets, the loop, optimiser, checkpoints, EMA, DDP/FSDP, CLI
     vitlib.studies      what the notebooks run: experiments and verdicts, sweeps, costs, inspection, probes, plots
 """

@@ -1,11 +1,12 @@
 """What a training run minimises, behind one small interface that the loop and the evaluation call:
 
-    objective = get_objective("classify", label_smoothing=0.1)     # or "mae", "mpp"
+    objective = get_objective("classify", label_smoothing=0.1)     # or "mae", "mpp", "token"
     loss, correct, logits = objective.loss(net, images, labels)    # correct / logits: None where there are none
 
 Classification is the cross-entropy of the model's logits; the self-supervised objectives (MAE, the paper's masked
-patch prediction) are models that wrap the ViT and return their own loss, and never read a label. The model says
-which objective it is trained with (`objective_name`, MAE and MaskedPatchPrediction set it; any other model is a
+patch prediction) are models that wrap the ViT and return their own loss, and never read a label; token labelling
+wraps a classifier ViT and a teacher, and returns its loss given the labels. The model says which objective it is
+trained with (`objective_name`, MAE, MaskedPatchPrediction and TokenLabelling set it; any other model is a
 classifier), so a run cannot train a model with the wrong one.
 """
 
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-OBJECTIVES = ("classify", "mae", "mpp")
+OBJECTIVES = ("classify", "mae", "mpp", "token")
 
 
 class StepLoss(NamedTuple):
@@ -56,10 +57,27 @@ class SelfSupervised:
         return StepLoss(loss, out[1] * len(images) if self.has_accuracy else None, None)
 
 
+class Supervised:
+    """A wrapped model's own loss given the labels: net(images, labels, reduction=...) -> StepLoss (token
+    labelling, whose forward holds the teacher's targets and the [class] and token losses)."""
+
+    uses_labels, has_accuracy, random_masks = True, True, False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def loss(self, net: nn.Module, images: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> StepLoss:
+        return StepLoss(*net(images, targets, reduction=reduction))
+
+
 def get_objective(name: str, label_smoothing: float = 0.0):
     """The objective called `name` (OBJECTIVES); label smoothing applies to classification only."""
     if name == "classify":
         return Classification(label_smoothing)
+    if name == "token":
+        if label_smoothing:
+            raise ValueError("objective 'token' takes its soft targets from the teacher: set label_smoothing=0.")
+        return Supervised(name)
     if name in ("mae", "mpp"):
         if label_smoothing:
             raise ValueError(f"objective {name!r} never looks at a label: label smoothing has nothing to act on.")

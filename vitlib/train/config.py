@@ -78,8 +78,9 @@ HELP = {
     "dataset": "data set name (vitlib.datasets.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
     "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
     "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
-    "objective": "classify (supervised, the labels), mae (masked autoencoder) or mpp (the paper's masked patch "
-    "prediction, section 4.6): the last two never look at a label",
+    "objective": "classify (supervised, the labels), mae (masked autoencoder), mpp (the paper's masked patch "
+    "prediction, section 4.6; these two never look at a label) or token (token labelling, LV-ViT: the labels and "
+    "a teacher's targets per patch; pass model=TokenLabelling(vit, teacher) to train())",
     "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
     "epochs": "passes over the training set",
     "batch_size": "global batch size (split across processes)",
@@ -163,6 +164,12 @@ def check_config(cfg: TrainConfig) -> None:
         raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")
     if cfg.objective != "classify":
         used = [k for k in ("mixup", "cutmix", "label_smoothing") if getattr(cfg, k)]
+        if used and cfg.objective == "token":
+            raise ValueError(
+                f"objective='token' takes soft targets per token from its teacher, so {', '.join(used)} would "
+                f"mix or smooth only the [class] label (LV-ViT's MixToken is not implemented): set "
+                f"{' and '.join(f'{k}=0' for k in used)}."
+            )
         if used:
             raise ValueError(
                 f"objective={cfg.objective!r} never looks at a label, so {', '.join(used)} has nothing to "

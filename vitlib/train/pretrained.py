@@ -14,7 +14,7 @@ from .._version import __version__
 from ..model import VisionTransformer, ViTConfig
 from .checkpoint import gather_full_state
 
-VIT_KINDS = ("VisionTransformer", "MAE", "MaskedPatchPrediction")
+VIT_KINDS = ("VisionTransformer", "MAE", "MaskedPatchPrediction", "TokenLabelling")
 
 
 def save_model(model: nn.Module, out: Path, model_config: dict, sharded: bool = False, rank: int = 0) -> None:
