@@ -11,7 +11,14 @@ import pytest
 import torch
 
 import vitlib
-from vitlib.studies.plotting import cls_attention_grid, show_attention_matrix, show_attention_overlay
+from vitlib.studies.attention_maps import plot_attention_distance
+from vitlib.studies.embeddings import patch_distances
+from vitlib.studies.plotting import (
+    cls_attention_grid,
+    overlay_colorbar,
+    show_attention_matrix,
+    show_attention_overlay,
+)
 from vitlib.studies.timing import attention, attention_cost, attention_weights_bytes, loglog_slope, time_call
 
 
@@ -70,6 +77,35 @@ def test_attention_overlay_draws_image_and_map():
     assert ax.images[1].get_extent() == [-0.5, 27.5, 27.5, -0.5]
     with pytest.raises(ValueError, match="one attention map"):
         show_attention_overlay(torch.rand(1, 28, 28), torch.rand(2, 7, 7))
+
+
+def test_attention_overlay_colorbar_and_shared_scale():
+    ax = show_attention_overlay(torch.rand(1, 28, 28), torch.rand(7, 7) * 0.2, colorbar=True, label="rollout share")
+    overlay = ax.images[1]
+    assert overlay.colorbar is not None and overlay.colorbar.ax.get_ylabel() == "rollout share"
+    assert show_attention_overlay(torch.rand(1, 28, 28), torch.rand(7, 7)).images[1].colorbar is None  # default: none
+    fig, axes = plt.subplots(1, 2)
+    for a in axes:
+        show_attention_overlay(torch.rand(1, 28, 28), torch.rand(7, 7) * 0.3, ax=a, vmax=0.5)
+    assert [a.images[1].get_clim() for a in axes] == [(0.0, 0.5), (0.0, 0.5)]
+    bar = overlay_colorbar(axes, label="share")
+    assert bar.ax.get_ylabel() == "share" and bar.mappable is axes[0].images[1]
+    show_attention_overlay(torch.rand(1, 28, 28), torch.rand(7, 7), ax=axes[1])  # its own maximum: another scale
+    with pytest.raises(ValueError, match="colour scales"):
+        overlay_colorbar(axes)
+
+
+def test_attention_distance_axis_cannot_zoom_onto_noise():
+    grid, p = (7, 7), 4
+    largest = patch_distances(grid, p).max().item()
+    dots = 14.4 + 0.5 * torch.rand(4, 4)  # every head within a pixel of uniform attention
+    ax = plot_attention_distance(dots, max_distance=largest)
+    assert ax.get_ylim() == (0.0, pytest.approx(largest))  # 0 to the largest distance, not the dots' 0.5-px range
+    assert "pixels" in ax.get_ylabel() and "layer" in ax.get_xlabel()
+    plot_attention_distance(dots - 5, ax=ax)  # a second set on the same axes keeps the span
+    assert ax.get_ylim() == (0.0, pytest.approx(largest))
+    assert plot_attention_distance(dots, image_size=28).get_ylim() == (0.0, pytest.approx(28 * math.sqrt(2)))
+    assert plot_attention_distance(dots).get_ylim()[0] == 0.0  # no span given: still from 0
 
 
 def test_time_call_counts_calls_and_is_positive():

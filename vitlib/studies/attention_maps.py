@@ -11,6 +11,7 @@ What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.studies.embeddin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -59,18 +60,30 @@ def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, mode
 
 
 def plot_attention_distance(
-    distances: torch.Tensor, ax=None, label: str | None = None, image_size: int | None = None, **kwargs
+    distances: torch.Tensor,
+    ax=None,
+    label: str | None = None,
+    image_size: int | None = None,
+    max_distance: float | None = None,
+    **kwargs,
 ):
-    """Fig. 7 (right): one dot per head, mean attention distance (pixels) against the layer (network depth)."""
+    """Fig. 7 (right): one dot per head, mean attention distance (pixels) against the layer (network depth).
+
+    The y axis runs from 0 to `max_distance` (the largest distance a head can attend over, e.g.
+    `patch_distances(grid, P).max()`), else to the image's diagonal (`image_size` x sqrt 2), else to the largest
+    distance drawn: never a zoom onto the dots alone, which would make a difference of a pixel look like structure."""
     distances = torch.as_tensor(distances)
     ax = ax if ax is not None else plt.figure(figsize=(4, 3.2), layout="constrained").add_subplot()
     layers, heads = distances.shape
     x = np.repeat(np.arange(1, layers + 1), heads)
     ax.scatter(x, distances.flatten().numpy(), s=12, label=label, **kwargs)
+    top = max_distance if max_distance else image_size * math.sqrt(2) if image_size else None
+    top = max(top or 0.0, float(distances.max()), getattr(ax, "_distance_top", 0.0))  # a second call keeps the span
+    ax._distance_top = top
+    ax.set_ylim(0, top)
+    ax.set_xticks(range(1, layers + 1))
     ax.set_xlabel("Network depth (layer)")
-    ax.set_ylabel("Mean attention distance (pixels)")
-    if image_size:
-        ax.set_ylim(0, image_size)
+    ax.set_ylabel(f"Mean attention distance (pixels, 0 to {top:.0f})")
     return ax
 
 

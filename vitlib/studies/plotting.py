@@ -161,7 +161,7 @@ def plot_history(history, axes=None, label: str | None = None, x: str = "epoch")
                     xs, [r[key] for r in rows], style, marker="o", markersize=3, label=prefix + split, color=color
                 )
                 color = line.get_color() if label else None
-        ax.set_xlabel(x)
+        ax.set_xlabel({"time_s": "wall-clock seconds", "step": "optimizer step"}.get(x, x))
         ax.set_ylabel({"loss": "cross-entropy loss", "acc": "accuracy"}[metric])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -186,8 +186,8 @@ def plot_confusion_matrix(counts: torch.Tensor, class_names: list[str], ax=None,
     ticks = range(len(class_names))
     ax.set_xticks(ticks, class_names, rotation=60, ha="right", fontsize=8)
     ax.set_yticks(ticks, class_names, fontsize=8)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
     for i in ticks:
         for j in ticks:
             value = shown[i, j].item()
@@ -273,11 +273,20 @@ def cls_attention_grid(weights: torch.Tensor, grid: tuple[int, int], num_prefix_
 
 
 def show_attention_overlay(
-    image, attention: torch.Tensor, ax=None, alpha: float = 0.55, cmap: str = "inferno", title: str | None = None
+    image,
+    attention: torch.Tensor,
+    ax=None,
+    alpha: float = 0.55,
+    cmap: str = "inferno",
+    title: str | None = None,
+    vmax: float | None = None,
+    colorbar: bool = False,
+    label: str = "attention weight",
 ):
     """An image with an attention map over it: `attention` (grid_h, grid_w), e.g. from `cls_attention_grid`, is
-    stretched over the whole image (one cell per patch, no smoothing) and scaled to its own maximum. Two AxesImages:
-    the image, then the map (its array is the map as given)."""
+    stretched over the whole image (one cell per patch, no smoothing), coloured from 0 to `vmax` (default: the map's
+    own maximum; give several maps one `vmax` to compare them). `colorbar` adds a colour bar named `label`. Two
+    AxesImages: the image, then the map (its array is the map as given)."""
     arr = to_display(image)
     att = (
         attention.detach().cpu().double().numpy()
@@ -289,17 +298,29 @@ def show_attention_overlay(
     ax = ax if ax is not None else plt.figure(figsize=(2.6, 2.6), layout="constrained").add_subplot()
     h, w = arr.shape[:2]
     _imshow(ax, arr)
-    ax.imshow(
+    overlay = ax.imshow(
         att,
         cmap=cmap,
         alpha=alpha,
         extent=(-0.5, w - 0.5, h - 0.5, -0.5),
         interpolation="nearest",
         vmin=0.0,
-        vmax=max(float(att.max()), 1e-12),
+        vmax=vmax if vmax is not None else max(float(att.max()), 1e-12),
     )
     ax.set_xticks([])
     ax.set_yticks([])
     if title:
         ax.set_title(title, fontsize=9)
+    if colorbar:
+        ax.figure.colorbar(overlay, ax=ax, shrink=0.8, label=label)
     return ax
+
+
+def overlay_colorbar(axes, label: str = "attention weight"):
+    """One colour bar for several `show_attention_overlay` Axes drawn with the same `vmax`; refuses overlays on
+    different scales, where one bar would misread all but one of them."""
+    axes = list(np.ravel(axes))
+    limits = {tuple(ax.images[-1].get_clim()) for ax in axes}
+    if len(limits) != 1:
+        raise ValueError(f"the overlays use {len(limits)} colour scales: draw them with one vmax= first.")
+    return axes[0].figure.colorbar(axes[0].images[-1], ax=axes, shrink=0.8, label=label)
