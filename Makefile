@@ -8,13 +8,14 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course site test lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
+.PHONY: setup course site test test-variants lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make course   set up if needed, then run every notebook with papermill (executed copies under runs/)"
 	@echo "make site     set up if needed, then build the course's website from the committed notebooks (_build/site)"
 	@echo "make test     set up if needed, then the linter (ruff), pytest on vitlib and nbval on every notebook"
+	@echo "make test-variants    every notebook at every one of its non-default parameter sets (make test runs the first)"
 	@echo "make format   format the code with ruff (make lint checks it without changing anything)"
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
 	@echo "make setup    create $(VENV) and register the kernel"
@@ -42,6 +43,10 @@ site: setup
 # --dist loadscope keeps every notebook's cells, in order, on one worker
 test: setup lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope
+
+# every non-default parameter set each notebook lists in metadata.vitlib.variants (about 30-40 minutes on 2 cores)
+test-variants: setup
+	VITLIB_VARIANTS=all OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_notebook_variants.py -q -n auto --dist loadscope
 
 # ruff: format and lint rules in pyproject.toml (120 columns); CI fails on a lint error or unformatted code
 lint: setup

@@ -4,9 +4,13 @@ A check that holds only at the default seed is a statement about that seed, not 
 its metadata (`metadata.vitlib.variants`), a few non-default parameter sets (other seeds, sizes, shorter training);
 they are run here with papermill, each in a fresh folder. One test class per notebook, so that pytest-xdist's
 `--dist loadscope` spreads the notebooks over its workers.
+
+`make test` runs the first variant of every notebook (within its time budget); `make test-variants` (environment
+VITLIB_VARIANTS=all) runs every one of them.
 """
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +64,8 @@ def run_variant(path: Path, index: int, tmp_path: Path):
 
 def _variant_class(path: Path):
     ids = list(range(len(variants(load(path)))))
+    if os.environ.get("VITLIB_VARIANTS", "first") != "all":
+        ids = ids[:1]
 
     @pytest.mark.parametrize("index", ids, ids=[f"variant{i}" for i in ids])
     def test_runs_to_its_end(self, index, tmp_path):
