@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PATCHES = "01_patches.ipynb"  # runs whole in about 20 s
-TRAINING = "06_first_training.ipynb"  # the first training run: one tqdm.auto bar per epoch (vitlib.train)
+TRAINING = "06_first_training.ipynb"  # the first training run: one tqdm.auto bar per run (vitlib.train)
 VIEWPORT = {"width": 1280, "height": 900}
 
 # the notebook's tab, found by its path in JupyterLab itself (window.jupyterapp)

@@ -48,9 +48,18 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
     With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
     run = start(cfg, model, data)
     timer = time.perf_counter()
+    bar = tqdm(  # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
+        total=run.total_steps,
+        initial=run.start_epoch * run.steps_per_epoch + run.start_step,
+        desc=f"epoch {run.start_epoch + 1}/{run.epochs}",
+        disable=not (cfg.progress and run.rank == 0),
+        dynamic_ncols=True,
+        unit="step",
+    )
     for epoch in range(run.start_epoch, run.epochs):
-        sums, bad_step, stop = train_epoch(run, epoch, timer)
+        sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
         if stop is not None:  # the time budget ran out part-way through the epoch
+            bar.close()
             checkpoint(run, *stop, sums, bad_step)
             run.result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
             if cfg.progress and run.rank == 0:
@@ -62,10 +71,11 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
         if end_epoch(run, epoch, sums, timer):
             run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}"
             break
+    bar.close()
     return finish(run)
 
 
-def train_epoch(run: Run, epoch: int, timer: float):
+def train_epoch(run: Run, epoch: int, timer: float, bar):
     """The steps of one epoch (from where a resumed run stopped); returns the epoch's (loss sum, correct, count),
     the first step with a non-finite loss (NO_STEP if none) and, when the time budget stops it, (epoch, step)."""
     cfg, first = run.cfg, run.start_step if epoch == run.start_epoch else 0
@@ -74,15 +84,7 @@ def train_epoch(run: Run, epoch: int, timer: float):
     if epoch == run.start_epoch and run.start_sums and run.rank == 0:  # resumed mid-epoch: the steps before count
         sums += torch.tensor(run.start_sums, device=run.device, dtype=torch.float64)
     bad_step = torch.full((), NO_STEP, device=run.device, dtype=torch.long)  # the first step with a non-finite loss
-    bar = tqdm(
-        total=run.steps_per_epoch,
-        initial=first,
-        desc=f"epoch {epoch + 1}/{run.epochs}",
-        leave=True,
-        disable=not (cfg.progress and run.rank == 0),
-        dynamic_ncols=True,
-        unit="step",
-    )
+    bar.set_description(f"epoch {epoch + 1}/{run.epochs}", refresh=False)
     log = {"time": time.perf_counter(), "images": 0}
     for i, (images, labels) in enumerate(run.train_loader.epoch(epoch, first), start=first):
         step = epoch * run.steps_per_epoch + i
@@ -101,11 +103,9 @@ def train_epoch(run: Run, epoch: int, timer: float):
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
             checkpoint(run, epoch, i + 1, sums, bad_step)
         if cfg.time_budget and not last and distributed.past(timer, cfg.time_budget, run.device):
-            bar.close()
             return sums, bad_step, (epoch, i + 1)
         if last:
             break
-    bar.close()
     return sums, bad_step, None
 
 
