@@ -51,7 +51,7 @@ def run_variant(path: Path, index: int, tmp_path: Path):
     nb = load(path)
     params = dict(variants(nb)[index])
     if "out" in declared(nb):
-        params.setdefault("out", str(tmp_path / "results"))  # never write into results/ or runs/
+        params["out"] = str(tmp_path / "results")  # never write into results/ or runs/
     papermill.execute_notebook(
         str(path),
         str(tmp_path / path.name),
