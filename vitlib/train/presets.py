@@ -44,7 +44,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
                 head="mlp", augment="crop-flip", precision="bf16", compile=True, num_workers=16)),
     Preset("paper-imagenet21k", "ViT-B/16 pre-trained on ImageNet-21k (as a folder) with the paper's recipe",
            "Table 3 (ImageNet-21k row: 90 epochs, base lr 1e-3, weight decay 0.03, dropout 0.1, batch 4096) and "
-           "appendix B.1; 10k warm-up steps are about 3 epochs of ImageNet-21k's ~13M images",
+           "appendix B.1; 10k warm-up steps are about 3 epochs of ImageNet-21k's ~14M images",
            dict(dataset="imagefolder:data/cache/imagenet21k", model="ViT-B/16", image_size=224, epochs=90,
                 batch_size=4096, lr=1e-3, min_lr=1e-5, weight_decay=0.03, warmup_epochs=3.0, schedule="linear",
                 grad_clip=1.0, dropout=0.1, head="mlp", augment="crop-flip", precision="bf16", compile=True,
