@@ -16,8 +16,9 @@ from .objective import (
     Supervised,
     get_objective,
     objective_name,
+    soft_cross_entropy,
 )
-from .token_labelling import TokenLabelling, dense_scores, soft_cross_entropy, token_loss, token_targets
+from .token_labelling import TokenLabelling, dense_scores, token_loss, token_targets
 
 
 def wrap(name: str, vit: VisionTransformer, mean=(0.0,), std=(1.0,)) -> nn.Module:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import VisionTransformer
+from .objective import soft_cross_entropy
 
 
 class DINOHead(nn.Module):
@@ -51,8 +52,9 @@ def dino_loss(
     """The mean over view pairs (i != j) of the cross-entropy between the centred, sharpened teacher distribution of
     view i and the student's of view j (the teacher's outputs are detached)."""
     targets = [F.softmax((t.detach() - centre) / tau_t, dim=-1) for t in teacher]
-    log_ps = [F.log_softmax(s / tau_s, dim=-1) for s in student]
-    terms = [-(p * lp).sum(-1).mean() for i, p in enumerate(targets) for j, lp in enumerate(log_ps) if i != j]
+    terms = [
+        soft_cross_entropy(s / tau_s, p).mean() for i, p in enumerate(targets) for j, s in enumerate(student) if i != j
+    ]
     if not terms:
         raise ValueError("DINO needs at least two views: the teacher's view and another one for the student.")
     return torch.stack(terms).mean()

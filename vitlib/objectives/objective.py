@@ -21,6 +21,12 @@ from torch import nn
 OBJECTIVES = ("classify", "mae", "mpp", "token")
 
 
+def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """-sum_k t_k log softmax(logits)_k over the last axis: the cross-entropy with a soft target
+    (token labelling's per-token targets, DINO's teacher distribution)."""
+    return -(targets * logits.float().log_softmax(-1)).sum(-1)
+
+
 class StepLoss(NamedTuple):
     loss: torch.Tensor  # the mean over the batch, or the sum with reduction="sum"
     correct: torch.Tensor | None  # correct predictions in the batch (summed), or None

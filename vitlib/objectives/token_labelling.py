@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import VisionTransformer
-from .objective import StepLoss
+from .objective import StepLoss, soft_cross_entropy
 
 
 def dense_scores(cnn: nn.Module, images: torch.Tensor) -> torch.Tensor:
@@ -34,11 +34,6 @@ def token_targets(scores: torch.Tensor, grid: tuple[int, int], temperature: floa
         raise ValueError(f"temperature must be positive, got {temperature}.")
     pooled = F.adaptive_avg_pool2d(scores.float(), grid)  # (B, K, gh, gw)
     return (pooled.flatten(2).transpose(1, 2) / temperature).softmax(-1)
-
-
-def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """-sum_k t_k log softmax(logits)_k over the last axis: the cross-entropy with a soft target."""
-    return -(targets * logits.float().log_softmax(-1)).sum(-1)
 
 
 def token_loss(token_logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

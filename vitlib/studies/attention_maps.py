@@ -78,8 +78,8 @@ def plot_attention_distance(
     x = np.repeat(np.arange(1, layers + 1), heads)
     ax.scatter(x, distances.flatten().numpy(), s=12, label=label, **kwargs)
     top = max_distance if max_distance else image_size * math.sqrt(2) if image_size else None
-    top = max(top or 0.0, float(distances.max()), getattr(ax, "_distance_top", 0.0))  # a second call keeps the span
-    ax._distance_top = top
+    earlier = 0.0 if ax.get_autoscaley_on() else ax.get_ylim()[1]  # a second call on the same axes keeps the span
+    top = max(top or 0.0, float(distances.max()), earlier)
     ax.set_ylim(0, top)
     ax.set_xticks(range(1, layers + 1))
     ax.set_xlabel("Network depth (layer)")
