@@ -80,3 +80,27 @@ def test_errors():
         vit_flops(vitlib.ViTConfig(pos_embed="relative"))
     with pytest.raises(TypeError, match="VisionTransformer"):
         model_flops(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("visible", [12, 4, 49])  # 12 of 49 patches form no square grid (ViT-Mini/4, MAE's 25%)
+def test_visible_tokens_match_mae_encoder(visible):
+    """vit_flops(config, visible=K) counts the encoder on any K kept patches (a sequence, not an image): it equals
+    FlopCounterMode on MAE's encoder, head left out."""
+    from vitlib.objectives.mae import MAE
+
+    model = vitlib.VisionTransformer(**{**SMALL, "fused": False})
+    mae = MAE(model).eval()
+    keep = torch.stack([torch.randperm(49)[:visible] for _ in range(3)])
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        mae.encode(torch.randn(3, 1, 28, 28), keep)
+    expected = vit_flops(model.config, visible=visible)
+    assert counter.get_total_flops() == 3 * (expected["total"] - expected["head"])
+    full = vit_flops(model.config)
+    assert expected["patch_embed"] == full["patch_embed"]  # every patch is embedded before some are kept
+    assert (expected == full) == (visible == 49)
+
+
+@pytest.mark.parametrize("visible", [-1, 50, 2.5, True])
+def test_visible_out_of_range_is_a_clear_error(visible):
+    with pytest.raises(ValueError, match="visible must be a number of patches from 0 to N = 49"):
+        vit_flops(vitlib.ViTConfig(**SMALL), visible=visible)

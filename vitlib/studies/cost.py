@@ -30,9 +30,13 @@ QUADRATIC = ("attn_logits", "attn_values")  # the parts that grow with N^2
 
 
 # ------------------------------------------------------------------------------------------------------- FLOPs
-def vit_flops(config: ViTConfig) -> dict[str, int]:
+def vit_flops(config: ViTConfig, visible: int | None = None) -> dict[str, int]:
     """FLOPs of one forward pass of one image of a plain ViT, per part (see PARTS) and in 'total'. The number of
-    heads does not change the count: the heads split D, they do not multiply the work."""
+    heads does not change the count: the heads split D, they do not multiply the work.
+
+    `visible`: how many patch tokens the encoder's blocks see (default: all N). MAE's encoder (and any keep-mask)
+    sees a sequence of `visible` patches plus the [class] token, whatever their positions in the grid; the patch
+    embedding is still counted over all N patches, since vitlib's MAE embeds every patch before it keeps some."""
     if config.hybrid:
         raise ValueError(
             "vit_flops counts plain ViTs; for a hybrid, count the built model with model_flops(model), "
@@ -46,7 +50,11 @@ def vit_flops(config: ViTConfig) -> dict[str, int]:
     p, d, m = config.patch_size, config.dim, config.mlp_dim
     gh, gw = check_patch_size(config.image_size, p)
     n = gh * gw
-    tokens = n + config.num_prefix_tokens
+    if visible is None:
+        visible = n
+    if isinstance(visible, bool) or not isinstance(visible, int) or not 0 <= visible <= n:
+        raise ValueError(f"visible must be a number of patches from 0 to N = {n}, got {visible!r}.")
+    tokens = visible + config.num_prefix_tokens
     per_layer = {
         "qkv": 2 * tokens * d * 3 * d,
         "attn_logits": 2 * tokens * tokens * d,  # every head: L x L logits of D/heads products each
