@@ -2,15 +2,15 @@
 
 import pytest
 
-from vitlib.studies.notebook import ParameterError, check_parameters, declared_parameters
+from vitlib.studies.notebook import ParameterError, check_parameters, declared_parameters, declared_ranges
 
 PARAMETERS_CELL = """\
 # parameters
-epochs: int = 3            # training epochs
-lr: float = 1e-3           # learning rate
+epochs: int = 3            # [1, 1000] training epochs
+lr: float = 1e-3           # [0, inf] learning rate
 model: str = "ViT-Micro/4"
 fused: bool = True
-sizes: list[int] = [28, 56]
+sizes: list[int] = [28, 56]  # [4, 512] image sides; at most 512: the attention exhausts memory
 seed = 0                   # no annotation: any type
 """
 DEFAULTS = dict(epochs=3, lr=1e-3, model="ViT-Micro/4", fused=True, sizes=[28, 56], seed=0)
@@ -103,3 +103,28 @@ def test_unrecorded_history_skips_the_check_with_a_warning():
     """Under nbval cells run with store_history=False, so In is empty and there is nothing to check."""
     with pytest.warns(UserWarning, match="not recorded"):
         assert check_parameters(["", "  "], dict(DEFAULTS)) == {}
+
+
+@pytest.mark.parametrize(
+    "values, shown",
+    [
+        (dict(epochs=0), r"'epochs' must be in \[1, 1000\], got 0: training epochs"),
+        (dict(epochs=2**64), r"'epochs' must be in \[1, 1000\], got 18446744073709551616"),
+        (dict(lr=-0.1), r"'lr' must be in \[0, ∞\], got -0.1: learning rate"),
+        (
+            dict(sizes=[28, 4096]),
+            r"'sizes' must be in \[4, 512\], got an element 4096 of \[28, 4096\]: image sides; at "
+            r"most 512: the attention exhausts memory",
+        ),
+    ],
+)
+def test_out_of_range_values_stop_the_run_with_the_reason(values, shown):
+    with pytest.raises(ParameterError, match=shown):
+        run(injected(**values))
+
+
+def test_values_inside_the_ranges_pass_and_ranges_are_read_from_the_comments():
+    assert run(injected(epochs=1000, lr=0.0, sizes=[4, 512]))["epochs"] == 1000
+    assert set(declared_ranges(PARAMETERS_CELL)) == {"epochs", "lr", "sizes"}
+    with pytest.raises(ValueError, match="range \\[5, 1\\] is empty"):
+        declared_ranges("n: int = 3  # [5, 1] nothing fits")

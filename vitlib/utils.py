@@ -1,5 +1,5 @@
 """Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV and JSON
-files."""
+files, paths shown relative to the repository."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ import json
 import math
 import os
 from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout vitlib runs from (or site-packages when installed)
+
+
+def repo_relative(text) -> str:
+    """str(text) with the repository's absolute location taken out: paths inside it become relative to it, so that
+    what a notebook prints does not depend on where the course lies on the machine that ran it."""
+    return str(text).replace(f"{REPO_ROOT}{os.sep}", "").replace(str(REPO_ROOT), ".")
 
 
 def pair(size, name: str = "size") -> tuple[int, int]:

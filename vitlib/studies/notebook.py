@@ -4,12 +4,20 @@ Papermill only warns about a parameter the notebook does not declare and injects
 `check_parameters(In, globals())` in the cell right after the `parameters` cell: it reads the declarations
 (`name: type = default  # help`) from that cell's source and the names papermill injected (the cell that starts
 with '# Parameters'), and returns the parameters as a dict.
+
+A numeric parameter declares its range at the start of its help comment, `n: int = 4  # [1, 64] what it is`
+(`inf` allowed; for a list, every element): a value outside it stops the run before any work, with the help text as
+the reason, instead of failing later inside torch or running for an hour.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import io
+import math
+import re
+import tokenize
 import warnings
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict, "tuple": tuple}
@@ -29,6 +37,53 @@ def declared_parameters(source: str) -> dict[str, type | None]:
         elif isinstance(node, ast.Assign):
             out.update({t.id: None for t in node.targets if isinstance(t, ast.Name)})
     return out
+
+
+_RANGE = re.compile(r"^\[\s*([^,\]]+?)\s*,\s*([^\]]+?)\s*\]\s*(.*)$")
+
+
+def _bound(text: str) -> float:
+    text = text.replace("_", "").strip()
+    return float(text) if text.lstrip("-") == "inf" else float(ast.literal_eval(text))
+
+
+def _shown(bound: float) -> str:
+    return str(int(bound)) if math.isfinite(bound) and bound.is_integer() else repr(bound).replace("inf", "∞")
+
+
+def declared_ranges(source: str) -> dict[str, tuple[float, float, str]]:
+    """(low, high, help) of every parameter whose help comment starts with `[low, high]`."""
+    comments = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.AnnAssign, ast.Assign)):
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+            match = _RANGE.match(comments.get(node.end_lineno, ""))
+            if isinstance(target, ast.Name) and match:
+                low, high = _bound(match[1]), _bound(match[2])
+                if low > high:
+                    raise ValueError(f"parameter {target.id!r}: its range [{match[1]}, {match[2]}] is empty.")
+                out[target.id] = (low, high, match[3])
+    return out
+
+
+def out_of_range(name: str, value, bounds: tuple[float, float, str]) -> str | None:
+    """The error message when `value` (a number, or each number of a list) is outside `bounds`, else None."""
+    low, high, about = bounds
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not low <= v <= high:
+            shown = f"an element {v!r} of {value!r}" if values is value else repr(v)
+            span = f"[{_shown(low)}, {_shown(high)}]"
+            return (
+                f"parameter {name!r} must be in {span}, got {shown}: {about}. A value outside the range would fail "
+                f"later inside the run (or run far longer than any preset); pick one inside it."
+            )
+    return None
 
 
 def assigned_names(source: str) -> list[str]:
@@ -80,6 +135,7 @@ def check_parameters(history: list[str], namespace: dict) -> dict:
                 + ", ".join(f"{n} ({t.__name__ if t else 'any'})" for n, t in declared.items())
                 + ". See them with: papermill --help-notebook <notebook>."
             )
+    ranges = declared_ranges(params_src)
     for name, expected in declared.items():
         value = namespace.get(name)
         if expected is not None and not _type_ok(value, expected):
@@ -88,4 +144,7 @@ def check_parameters(history: list[str], namespace: dict) -> dict:
                 f"({type(value).__name__}). With papermill: -p {name} <value> (numbers are parsed), "
                 f"or -r {name} <value> for a raw string."
             )
+        message = out_of_range(name, value, ranges[name]) if name in ranges else None
+        if message:
+            raise ParameterError(message)
     return {name: namespace[name] for name in declared}

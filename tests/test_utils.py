@@ -1,0 +1,31 @@
+"""vitlib.utils: paths printed relative to the repository, and no committed notebook output that shows where the
+machine that ran it kept the repository or its temporary folders."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from vitlib.utils import REPO_ROOT, repo_relative
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ABSOLUTE = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|Users|private|var/folders)/[^\s'\"]*")
+
+
+def test_repo_relative_hides_where_the_repository_lies():
+    assert repo_relative(REPO_ROOT / "data" / "cache") == "data/cache"
+    assert repo_relative(f"not in {REPO_ROOT / 'data'} or fails") == "not in data or fails"
+    assert repo_relative(REPO_ROOT) == "."
+    assert repo_relative("/elsewhere/file") == "/elsewhere/file"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_committed_outputs_show_no_absolute_path(path):
+    found = []
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        for out in cell.get("outputs", []):
+            texts = [out.get("text", "")] + [out.get("data", {}).get("text/plain", ""), out.get("evalue", "")]
+            text = "".join("".join(t) if isinstance(t, list) else t for t in texts)
+            found += [f"cell {i}: {m}" for m in ABSOLUTE.findall(text)]
+    assert not found, f"{path.name} prints paths of the machine that ran it (use vitlib.utils.repo_relative): {found}"
