@@ -46,13 +46,10 @@ def test_root_argument_and_environment_variable(copy, monkeypatch):
         load_fashion_mnist_mini("test")
 
 
-def test_the_old_environment_variable_is_a_deprecated_alias(copy, monkeypatch):
+def test_only_vitlib_data_dir_is_read(monkeypatch, tmp_path):
     monkeypatch.delenv("VITLIB_DATA_DIR", raising=False)
-    monkeypatch.setenv("VITLIB_DATA", str(copy.parent))
-    with pytest.warns(DeprecationWarning, match="VITLIB_DATA is deprecated: set \\$VITLIB_DATA_DIR"):
-        assert data.data_dir() == copy.parent
-    monkeypatch.setenv("VITLIB_DATA_DIR", "/elsewhere")  # the new name wins, without a warning
-    assert data.data_dir() == Path("/elsewhere")
+    monkeypatch.setenv("VITLIB_DATA", str(tmp_path))  # the name of earlier versions: no longer read
+    assert data.data_dir() == ROOT / "data" / "cache"
 
 
 @pytest.mark.parametrize("name", ALL_FILES)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -46,18 +45,9 @@ class DataError(RuntimeError):
 
 
 def data_dir() -> Path:
-    """Where data sets are looked for and downloaded: $VITLIB_DATA_DIR, else data/cache in the repository.
-
-    $VITLIB_DATA, the name of earlier versions, still works with a DeprecationWarning."""
+    """Where data sets are looked for and downloaded: $VITLIB_DATA_DIR, else data/cache in the repository."""
     if ENV in os.environ:
         return Path(os.environ[ENV]).expanduser()
-    if "VITLIB_DATA" in os.environ:
-        warnings.warn(
-            f"$VITLIB_DATA is deprecated: set ${ENV} (where data sets are looked for and downloaded).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return Path(os.environ["VITLIB_DATA"]).expanduser()
     return REPO_DATA / "cache"
 
 
