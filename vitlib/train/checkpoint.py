@@ -7,8 +7,10 @@ same as an unsharded run's and continues with any number of processes, sharded o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,10 +20,43 @@ from safetensors.torch import load_file, save_file
 from ..utils import replace_atomically
 
 FORMAT = "vitlib-checkpoint-1"
+CHECKSUM = "sha256"  # the metadata key of the tensors' checksum (checkpoints before it have none)
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used: corrupt, not a vitlib checkpoint, or for another architecture."""
+
+
+def tensor_checksum(tensors: dict) -> str:
+    """sha256 over every tensor's name, dtype, shape and raw bytes, in sorted name order: what a checkpoint stores in
+    its metadata and what loading it checks (a file whose tensor data was changed in place no longer matches)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        digest.update(f"{name}|{str(t.dtype).removeprefix('torch.')}|{tuple(t.shape)}|".encode())
+        if t.numel():
+            digest.update(t.reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _verify(path: Path, tensors: dict, meta: dict) -> None:
+    expected = meta.get(CHECKSUM)
+    if expected is None:
+        warnings.warn(
+            f"{path} has no checksum (written before vitlib checked checkpoints): its tensors cannot be verified "
+            f"and are loaded as they are. The next checkpoint this run writes has one.",
+            UserWarning,
+            stacklevel=4,
+        )
+        return
+    found = tensor_checksum(tensors)
+    if found != expected:
+        raise CheckpointError(
+            f"{path} fails its checksum (sha256 of its tensors {found[:12]}..., written as {expected[:12]}...): its "
+            f"tensor data changed after it was saved (a damaged disk or copy, or a program that wrote into it), so "
+            f"its weights cannot be trusted. Resume from an intact copy, or delete it to start afresh. The file was "
+            f"left as it is."
+        )
 
 
 def _flatten_optimizer(state: dict) -> tuple[dict, dict]:
@@ -68,14 +103,16 @@ def save_checkpoint(
     if torch.cuda.is_available():
         tensors["rng.cuda"] = torch.cuda.get_rng_state()
     info["rng.python"] = random.getstate()
+    info[CHECKSUM] = tensor_checksum(tensors)
     metadata = {k: json.dumps(v) for k, v in info.items()}
     # a temporary file renamed over the old one: a failed write (disk full, ...) leaves the previous checkpoint whole
     return replace_atomically(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]:
-    """(tensors, metadata) of a checkpoint, or a CheckpointError that says what is wrong with the file. With
-    tensors=False only the header is read: (the shape of every tensor, metadata)."""
+    """(tensors, metadata) of a checkpoint, or a CheckpointError that says what is wrong with the file (also when its
+    tensors fail the checksum stored in it; one without a checksum, from before, loads with a warning). With
+    tensors=False only the header is read: (the shape of every tensor, metadata), unverified."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}.")
@@ -97,6 +134,8 @@ def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]
         meta = {}
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a vitlib training checkpoint (format {meta.get('format')!r}).")
+    if tensors:
+        _verify(path, content, meta)
     return content, meta
 
 
