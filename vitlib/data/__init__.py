@@ -16,6 +16,7 @@ from .sources import IMAGENET_MEAN, IMAGENET_STD, STATS, dataset_names, get_data
 from .splits import (
     Dataset,
     TensorSplit,
+    check_finite_images,
     class_subset,
     disjoint_subsets,
     fraction_of,
@@ -51,6 +52,7 @@ __all__ = [
     "get_dataset",
     "Dataset",
     "TensorSplit",
+    "check_finite_images",
     "class_subset",
     "disjoint_subsets",
     "fraction_of",

@@ -27,7 +27,7 @@ from .files import (
     load_fashion_mnist_mini,
     read_idx,
 )
-from .splits import Dataset, TensorSplit, split_off
+from .splits import Dataset, TensorSplit, check_finite_images, split_off
 from .splits import subset as take_subset
 from .synthetic import synthetic_position, synthetic_relation
 
@@ -211,4 +211,6 @@ def get_dataset(
         train, test = train.resized(size), test.resized(size)
         val = None if val is None else val.resized(size)
     mean, std = STATS[stats] if stats else (IMAGENET_MEAN, IMAGENET_STD)
-    return Dataset(name, train, val, test, classes, channels, size, mean, std, info)
+    data = Dataset(name, train, val, test, classes, channels, size, mean, std, info)
+    check_finite_images(data)  # uint8 images cannot be NaN: a no-op but for floating-point splits
+    return data

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 import torch
 from torchvision.transforms.v2 import functional as TF
 
+from .files import DataError
+
 
 @dataclass
 class TensorSplit:
@@ -65,6 +67,37 @@ class Dataset:
             f"Dataset({self.name!r}, {sizes}, {self.num_classes} classes, {self.in_channels}x{self.image_size}x"
             f"{self.image_size}, {'in memory' if self.in_memory else 'from files'})"
         )
+
+
+def check_finite_images(data: Dataset, chunk: int = 4096) -> None:
+    """Raise a DataError naming the split, the count and the first index when an in-memory split holds NaN or
+    infinite pixel values. Integer images (uint8: every bundled and downloaded set, and folders of images) cannot,
+    so only floating-point TensorSplits are scanned, `chunk` images at a time (one pass, little extra memory)."""
+    for name in ("train", "val", "test"):
+        split = getattr(data, name)
+        if not isinstance(split, TensorSplit) or not split.images.is_floating_point():
+            continue
+        bad, first = 0, None
+        for start in range(0, len(split.images), chunk):
+            rows = ~torch.isfinite(split.images[start : start + chunk]).flatten(1).all(1)
+            count = int(rows.sum())
+            if count and first is None:
+                first = start + int(rows.nonzero()[0])
+            bad += count
+        if bad:
+            what = "split" if name != "val" else "split (held out of the training images)"
+            raise DataError(
+                f"the {name} {what} of {data.name!r} has {bad} image{'s' * (bad != 1)} of {len(split)} with NaN/inf "
+                f"values (first at index {first}): clean the data or drop those images before training, e.g. "
+                f"keep = torch.isfinite(images).flatten(1).all(1); images, labels = images[keep], labels[keep]."
+            )
+    for what, values in (("mean", data.mean), ("std", data.std)):
+        t = torch.as_tensor(values, dtype=torch.float64)
+        if not torch.isfinite(t).all() or (what == "std" and (t <= 0).any()):
+            raise DataError(
+                f"the normalisation {what} of {data.name!r} is {tuple(values)}: it must be finite"
+                f"{' and positive' if what == 'std' else ''}."
+            )
 
 
 def _in_memory(data: Dataset, what: str) -> None:
