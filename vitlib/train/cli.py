@@ -13,6 +13,7 @@ import torch.distributed as dist
 from ..data import DataError
 from .checkpoint import CheckpointError
 from .config import HELP, TrainConfig
+from .folder import RunFolderError
 from .loop import NonFiniteLossError, train
 from .presets import describe, preset_options
 
@@ -72,22 +73,36 @@ def parse_config(argv: list[str] | None = None) -> TrainConfig:
     return TrainConfig(**args)
 
 
+def format_metrics(metrics: dict) -> str:
+    """'loss 0.4321 acc 0.8120 (2000 images)': the metrics the objective has (no accuracy for MAE), in that order."""
+    values = " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "n" and isinstance(v, float | int))
+    return f"{values} ({metrics['n']} images)" if "n" in metrics else values
+
+
 def main(argv: list[str] | None = None) -> int:
     if getattr(make_parser().parse_known_args(argv)[0], "list_presets", False):
         print(describe())
         return 0
     try:
         cfg = parse_config(argv)
-    except ValueError as err:  # an unknown preset
+    except ValueError as err:  # an unknown preset, an option out of its range
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
         result = train(cfg)
-    except (ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, DataError) as err:
+    except (
+        ValueError,
+        FileExistsError,
+        FileNotFoundError,
+        CheckpointError,
+        NonFiniteLossError,
+        DataError,
+        RunFolderError,
+    ) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if result.test and int(os.environ.get("RANK", "0")) == 0:
-        print(f"test: loss {result.test['loss']:.4f} acc {result.test['acc']:.4f} ({result.test['n']} images)")
+        print(f"test: {format_metrics(result.test)}")
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

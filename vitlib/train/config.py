@@ -4,6 +4,7 @@ their help text, and the check that refuses an inconsistent run before it starts
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 
 from ..data import AUGMENTATIONS
@@ -64,6 +65,10 @@ class TrainConfig:
     patience: int = 0
     eval_test: bool = True
     progress: bool = True
+    allow_change: str = ""
+
+    def __post_init__(self):
+        check_fields(self)  # each option in its range, as on the command line; check_config(cfg) adds how they combine
 
     @classmethod
     def from_preset(cls, name: str | None, **overrides) -> TrainConfig:
@@ -128,11 +133,102 @@ HELP = {
     "evaluations, and keep the best weights, which are then tested and saved (0: off, the last weights)",
     "eval_test": "evaluate on the test set at the end",
     "progress": "show tqdm progress bars",
+    "allow_change": "with resume: the options (comma-separated) that may differ from the checkpoint's run: "
+    "epochs, steps (a longer or shorter run: the learning-rate schedule is stretched to the new length), precision. "
+    "Every other option of the run (batch size, lr, seed, schedule, data, model, ...) must be the checkpoint's; "
+    "out, device, time_budget, logging, evaluation and checkpoint frequency may always change",
+}
+
+# may differ between a run and its resumption: where and how it runs, not what it computes
+SESSION_OPTIONS = (
+    "out",
+    "resume",
+    "allow_change",
+    "device",
+    "num_workers",
+    "download",
+    "data_root",
+    "progress",
+    "log_every",
+    "checkpoint_every",
+    "time_budget",
+    "eval_every",
+    "eval_test",
+    "patience",
+    "compile",
+    "fused_attention",
+    "channels_last",
+    "fsdp",
+)
+# may differ on resume when named in allow_change (e.g. --allow-change epochs): everything else is the run itself
+CHANGEABLE_OPTIONS = ("epochs", "steps", "precision")
+
+# (name, low, high, low inclusive, high inclusive, what to write instead) of every numeric option; None: no bound
+_INT, _FLOAT = "a whole number", "a number"
+RANGES = {
+    "epochs": (1, None, True, True, "at least 1"),
+    "steps": (0, None, True, True, "0 (epochs decide) or a number of optimizer steps"),
+    "batch_size": (1, None, True, True, "at least 1"),
+    "lr": (0, None, False, True, "positive"),
+    "min_lr": (0, None, True, True, "0 or more (and at most lr)"),
+    "weight_decay": (0, None, True, True, "0 (off) or more"),
+    "beta1": (0, 1, True, False, "in [0, 1)"),
+    "beta2": (0, 1, True, False, "in [0, 1)"),
+    "warmup_epochs": (0, None, True, True, "0 (no warm-up) or more"),
+    "grad_clip": (0, None, True, True, "0 (off) or a positive norm"),
+    "label_smoothing": (0, 1, True, False, "in [0, 1)"),
+    "mixup": (0, None, True, True, "0 (off) or a positive alpha"),
+    "cutmix": (0, None, True, True, "0 (off) or a positive alpha"),
+    "ema": (0, 1, True, False, "0 (off) or a decay in (0, 1)"),
+    "seed": (0, 2**24 - 1, True, True, "in [0, 16777215] (2^24 - 1: the per-step seeds are derived from it)"),
+    "subset": (0, None, False, True, "a fraction in (0, 1] or a whole number of images (or none: all)"),
+    "val_fraction": (0, 1, True, False, "in [0, 1) (0: no validation split)"),
+    "image_size": (1, None, True, True, "a positive number of pixels (or none: the data set's own)"),
+    "num_workers": (0, None, True, True, "0 (load in the main process) or more"),
+    "dropout": (0, 1, True, False, "in [0, 1) (or none: the model's default)"),
+    "drop_path": (0, 1, True, False, "in [0, 1) (or none: the model's default)"),
+    "checkpoint_every": (0, None, True, True, "0 (epoch ends only) or a number of steps"),
+    "time_budget": (0, None, True, True, "0 (no limit) or a number of minutes"),
+    "log_every": (1, None, True, True, "at least 1 (steps between progress updates)"),
+    "eval_every": (0, None, True, True, "0 (never during the run) or a number of epochs"),
+    "patience": (0, None, True, True, "0 (off) or a number of evaluations"),
 }
 
 
-def check_config(cfg: TrainConfig) -> None:
-    """Raise a ValueError that names the option, when the run's options do not fit together."""
+def _check_number(cfg: TrainConfig, name: str) -> None:
+    value = getattr(cfg, name)
+    low, high, low_in, high_in, allowed = RANGES[name]
+    if value is None and "None" in str(TrainConfig.__dataclass_fields__[name].type):
+        return
+    whole, flag = "int" in str(TrainConfig.__dataclass_fields__[name].type), "--" + name.replace("_", "-")
+    ok_type = isinstance(value, numbers.Integral if whole else numbers.Real)  # numpy's numbers too
+    if not ok_type or isinstance(value, bool) or value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be {_INT if whole else _FLOAT}, {allowed}; got {value!r} ({flag}).")
+    too_low = low is not None and (value < low if low_in else value <= low)
+    too_high = high is not None and (value > high if high_in else value >= high)
+    if too_low or too_high:
+        raise ValueError(f"{name} must be {allowed}, got {value!r} ({flag}).")
+
+
+def allowed_changes(cfg: TrainConfig) -> list[str]:
+    """The option names of cfg.allow_change ('epochs,steps', or a list), with - or _ alike."""
+    names = cfg.allow_change.split(",") if isinstance(cfg.allow_change, str) else list(cfg.allow_change or ())
+    return [n.strip().lstrip("-").replace("-", "_") for n in names if n.strip()]
+
+
+def resume_differences(saved: dict, cfg: TrainConfig) -> tuple[dict, dict]:
+    """(refused, allowed): the options of `cfg` that differ from `saved` (a checkpoint's config), as
+    {name: (checkpoint's, now)}; the session options (SESSION_OPTIONS) are left out, allowed are those of
+    cfg.allow_change."""
+    now = dataclasses.asdict(cfg)
+    diff = {k: (saved[k], v) for k, v in now.items() if k in saved and k not in SESSION_OPTIONS and saved[k] != v}
+    allowed = set(allowed_changes(cfg))
+    return {k: d for k, d in diff.items() if k not in allowed}, {k: d for k, d in diff.items() if k in allowed}
+
+
+def check_fields(cfg: TrainConfig) -> None:
+    """Raise a ValueError that names the option and its range when one option alone is wrong (a TrainConfig checks
+    itself when it is made, so the command line and the Python API refuse the same values before any work)."""
     for name, allowed in (
         ("schedule", SCHEDULES),
         ("precision", PRECISIONS),
@@ -142,13 +238,40 @@ def check_config(cfg: TrainConfig) -> None:
     ):
         if getattr(cfg, name) not in allowed:
             raise ValueError(f"unknown {name} {getattr(cfg, name)!r}: choose one of {', '.join(allowed)}.")
-    for name in ("epochs", "batch_size"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be at least 1, got {getattr(cfg, name)}.")
-    if cfg.steps < 0:
-        raise ValueError(f"steps must be 0 (epochs decide) or a number of optimizer steps, got {cfg.steps}.")
-    if cfg.patience < 0:
-        raise ValueError(f"patience must be 0 (off) or a number of evaluations, got {cfg.patience}.")
+    for name in RANGES:
+        _check_number(cfg, name)
+    if cfg.subset is not None and cfg.subset > 1 and cfg.subset != int(cfg.subset):
+        raise ValueError(
+            f"subset ({cfg.subset}) must be a fraction in (0, 1] or a whole number of images, got {cfg.subset!r}."
+        )
+    for name in ("dataset", "model", "device"):
+        if not isinstance(getattr(cfg, name), str) or not getattr(cfg, name):
+            raise ValueError(f"{name} must be a non-empty name, got {getattr(cfg, name)!r}.")
+    if cfg.out is not None and not str(cfg.out).strip():
+        raise ValueError("out must be a folder (or none: keep nothing on disk), got an empty name.")
+    unknown = sorted(set(allowed_changes(cfg)) - set(CHANGEABLE_OPTIONS) - set(SESSION_OPTIONS))
+    if unknown:
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        what = [n for n in unknown if n not in fields]
+        raise ValueError(
+            f"allow_change names {', '.join(unknown)}: "
+            + (f"{', '.join(what)} is not an option; " if what else "")
+            + f"only {', '.join(CHANGEABLE_OPTIONS)} may change on resume (the other options of a run are the run "
+            f"itself: start a new run in another out folder to change them)."
+        )
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """Raise a ValueError that names the option, when the run's options do not fit together (and, as check_fields,
+    when one is out of its range: a TrainConfig's fields may have been set after it was made)."""
+    check_fields(cfg)
+    if cfg.min_lr > cfg.lr:
+        raise ValueError(
+            f"min_lr ({cfg.min_lr}) is above lr ({cfg.lr}): the schedule would rise instead of decay. "
+            f"Set --min-lr to at most lr (e.g. --min-lr 0)."
+        )
+    if allowed_changes(cfg) and not cfg.resume:
+        raise ValueError("allow_change only applies with resume (it names what may differ from the checkpoint).")
     if cfg.patience and (cfg.resume or cfg.fsdp or cfg.eval_every == 0):
         why = (
             "eval_every=0 never evaluates" if cfg.eval_every == 0 else "the best weights so far are kept in memory only"
@@ -156,10 +279,6 @@ def check_config(cfg: TrainConfig) -> None:
         raise ValueError(
             f"patience (early stopping) cannot be combined with resume, fsdp or eval_every=0 ({why}): drop one of them."
         )
-    if cfg.eval_every < 0:
-        raise ValueError(f"eval_every must be 0 (never) or a number of epochs, got {cfg.eval_every}.")
-    if cfg.lr <= 0:
-        raise ValueError(f"lr must be positive, got {cfg.lr}.")
     if cfg.resume and not cfg.out:
         raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")
     if cfg.objective != "classify":

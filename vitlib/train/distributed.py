@@ -80,3 +80,8 @@ def past(started: float, minutes: float, device: torch.device) -> bool:
         dist.broadcast(flag, 0)
         over = bool(flag.item())
     return over
+
+
+def broadcast_object(values: list) -> None:
+    """Rank 0's `values` (a list of picklable objects) on every process, in place (a collective)."""
+    dist.broadcast_object_list(values, src=0)

@@ -25,7 +25,6 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm.auto import tqdm
 
 from .._version import __version__
 from ..data import batch_seed
@@ -34,6 +33,7 @@ from .checkpoint import gather_full_state, save_checkpoint
 from .config import TrainConfig
 from .evaluate import evaluate
 from .pretrained import save_model
+from .progress import close_bar, progress_bar
 from .run import Result, Run, start
 
 NO_STEP = 2**62  # bad_step while every loss is finite
@@ -47,32 +47,39 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
     """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result.
     With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
     run = start(cfg, model, data)
-    timer = time.perf_counter()
-    bar = tqdm(  # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
-        total=run.total_steps,
-        initial=run.start_epoch * run.steps_per_epoch + run.start_step,
-        desc=f"epoch {run.start_epoch + 1}/{run.epochs}",
-        disable=not (cfg.progress and run.rank == 0),
-        dynamic_ncols=True,
-        unit="step",
-    )
-    for epoch in range(run.start_epoch, run.epochs):
-        sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
-        if stop is not None:  # the time budget ran out part-way through the epoch
-            bar.close()
-            checkpoint(run, *stop, sums, bad_step)
-            run.result.stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
-            if cfg.progress and run.rank == 0:
-                print(
-                    run.result.stopped
-                    + (f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else "")
+    try:
+        timer = time.perf_counter()
+        # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
+        bar = progress_bar(
+            total=run.total_steps,
+            initial=run.start_epoch * run.steps_per_epoch + run.start_step,
+            desc=f"epoch {run.start_epoch + 1}/{run.epochs}",
+            disable=not (cfg.progress and run.rank == 0),
+            dynamic_ncols=True,
+            unit="step",
+        )
+        for epoch in range(run.start_epoch, run.epochs):
+            sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
+            if stop is not None:  # the time budget ran out part-way through the epoch
+                close_bar(bar)
+                checkpoint(run, *stop, sums, bad_step)
+                run.result.stopped = (
+                    f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
                 )
-            break
-        if end_epoch(run, epoch, sums, timer):
-            run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}"
-            break
-    bar.close()
-    return finish(run)
+                if cfg.progress and run.rank == 0:
+                    print(
+                        run.result.stopped
+                        + (f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else "")
+                    )
+                break
+            if end_epoch(run, epoch, sums, timer):
+                run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}"
+                break
+        close_bar(bar)
+        return finish(run)
+    finally:  # the run folder is free again, also after an error
+        if run.lock is not None:
+            run.lock.release()
 
 
 def train_epoch(run: Run, epoch: int, timer: float, bar):
@@ -269,6 +276,8 @@ def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=Non
             "steps": run.result.steps,
             "vitlib": __version__,
         }
+        if run.config_changes:
+            meta["config_changes"] = run.config_changes
         save_checkpoint(
             run.ckpt_path,
             run.model,

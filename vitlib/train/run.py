@@ -14,13 +14,14 @@ import torch
 from torch import nn
 
 from .._version import __version__
-from ..data import Dataset, get_dataset, make_mixer
+from ..data import Dataset, check_finite_images, get_dataset, make_mixer
 from ..objectives import get_objective, objective_name
 from . import distributed
-from .checkpoint import load_checkpoint
-from .config import TrainConfig, check_config
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint
+from .config import CHANGEABLE_OPTIONS, TrainConfig, allowed_changes, check_config, resume_differences
 from .ema import EMA
 from .factory import autocast_dtype, build_model, make_loader, model_config, resolve_device
+from .folder import RunFolderError, RunLock, check_folder, remove_stale_temporaries, say
 from .metrics import MetricsLog
 from .optim import make_optimizer
 
@@ -72,6 +73,8 @@ class Run:
     start_step: int = 0
     start_sums: list | None = None  # the epoch's loss sum, correct and count up to a mid-epoch checkpoint
     best: dict = field(default_factory=dict)  # early stopping: score, epoch, weights of the best evaluation so far
+    lock: RunLock | None = None  # out/.lock while the run holds its folder
+    config_changes: list = field(default_factory=list)  # options changed on resume (allow_change), oldest first
 
     @property
     def steps_per_epoch(self) -> int:
@@ -85,7 +88,9 @@ class Run:
 
 def output_paths(cfg: TrainConfig) -> tuple[Path | None, Path | None]:
     """(out folder, checkpoint path); refuses to overwrite a run's checkpoint unless it resumes it."""
-    out = Path(cfg.out) if cfg.out else None
+    out = Path(cfg.out).expanduser() if cfg.out else None
+    if out is not None:
+        check_folder(out)
     ckpt_path = out / "checkpoint.safetensors" if out else None
     if ckpt_path is not None and ckpt_path.exists() and not cfg.resume:
         raise FileExistsError(
@@ -152,13 +157,92 @@ def _schedule_lengths(cfg: TrainConfig, steps_per_epoch: int, train_size: int) -
 
 def start(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None = None) -> Run:
     """Everything before the first step, in the order that fixes the run's random draws: seed, data, model,
-    loaders, optimiser; then the checkpoint of a resumed run and the run folder's config.json."""
+    loaders, optimiser; then the checkpoint of a resumed run and the run folder's config.json. The run folder is
+    checked and locked first (out/.lock, released by `train` at the end, or here if setting up fails)."""
     check_config(cfg)
     rank, world, local_rank = distributed.setup()
     device = _device(cfg, world, local_rank)
-    out, ckpt_path = output_paths(cfg)
+    if cfg.out:
+        check_folder(Path(cfg.out).expanduser())  # before the lock creates it
+    lock = _lock(Path(cfg.out).expanduser() if cfg.out else None, rank, world)
+    try:
+        out, ckpt_path = output_paths(cfg)  # in a folder this run holds
+        run = _start(cfg, model, data, rank, world, device, out, ckpt_path)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    run.lock = lock
+    return run
+
+
+def _lock(out: Path | None, rank: int, world: int) -> RunLock | None:
+    """Rank 0 takes out/.lock and clears the temporaries of killed runs; every process learns whether it could."""
+    if out is None:
+        return None
+    lock, error = None, None
+    if rank == 0:
+        try:
+            lock = RunLock(out).acquire()
+            remove_stale_temporaries(out)
+        except RunFolderError as err:
+            error = str(err)
+    if world > 1:
+        shared = [error]
+        distributed.broadcast_object(shared)
+        error = shared[0]
+    if error is not None:
+        raise RunFolderError(error)
+    return lock
+
+
+def _check_resume(cfg: TrainConfig, ckpt_path: Path, rank: int = 0) -> list:
+    """Before any work: the options of the checkpoint's run and this one's must be the same, but for the session
+    options (where and how it runs) and those named in allow_change. Returns the changes so far, this one last."""
+    _, meta = read_checkpoint(ckpt_path, tensors=False)
+    saved, history = meta.get("config"), list(meta.get("config_changes", []))
+    if not saved:
+        return history
+    refused, allowed = resume_differences(saved, cfg)
+    if refused:
+        names = ", ".join(f"{k} {old!r} (checkpoint) vs {new!r} (now)" for k, (old, new) in refused.items())
+        changeable = [k for k in refused if k in CHANGEABLE_OPTIONS]
+        how = (
+            f" To change {', '.join(changeable)} on purpose, add --allow-change {','.join(changeable)}."
+            if changeable
+            else ""
+        )
+        model = sorted(set(refused) & {"model", "objective", "image_size", "pos_embed", "pool", "head", "dataset"})
+        whose = "for another model or data set" if model else "by a run with other options"
+        raise ResumeMismatchError(
+            f"{ckpt_path} was written {whose}: {names}. Resuming with other options "
+            f"would mix two runs. Resume with the checkpoint's options (drop these options or give its values), or "
+            f"start a new run in another out folder.{how} Nothing was changed."
+        )
+    if allowed:
+        step = meta.get("progress", {}).get("global_step")
+        history.append({"at_step": step, "changes": {k: list(v) for k, v in allowed.items()}})
+        if rank == 0:
+            changes = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in allowed.items())
+            say(
+                f"resuming {ckpt_path} at step {step} with {changes} (allow_change); the learning-rate schedule "
+                f"follows the new length. config.json and the checkpoints record the change."
+            )
+    unused = sorted(set(allowed_changes(cfg)) & set(CHANGEABLE_OPTIONS) - set(allowed))
+    if unused and rank == 0:
+        say(f"allow_change names {', '.join(unused)}, which the checkpoint's run already has: nothing changes.")
+    return history
+
+
+class ResumeMismatchError(CheckpointError):
+    """A resumed run whose options differ from those of the run that wrote the checkpoint."""
+
+
+def _start(cfg, model, data, rank, world, device, out, ckpt_path) -> Run:
+    changes = _check_resume(cfg, ckpt_path, rank) if cfg.resume else []
     torch.manual_seed(cfg.seed)
     data = data or _dataset(cfg)
+    check_finite_images(data)
     if cfg.patience and data.val is None:
         raise ValueError(
             "patience (early stopping) chooses the weights on the validation split, and this data set has "
@@ -202,6 +286,7 @@ def start(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None
         out,
         ckpt_path,
     )
+    run.config_changes = changes
     if cfg.resume:
         _resume(run)
     if out is not None and rank == 0:
@@ -236,4 +321,6 @@ def _write_config(run: Run) -> None:
         "processes": run.world,
         "parallel": parallel,
     }
+    if run.config_changes:  # resumed with other epochs, steps, ...: what the run had before (train: the options now)
+        info["config_changes"] = run.config_changes
     (run.out / "config.json").write_text(json.dumps(info, indent=2))
