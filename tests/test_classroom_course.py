@@ -3,11 +3,16 @@ one with the odd-numbered exercises answered exactly their points; the same for 
 
 CI grades notebook 01 (about 20 s a run) and the library; `make check-assignments` grades every notebook this way."""
 
+import shutil
 from pathlib import Path
 
+import pytest
+
 from vitlib.classroom import Options, build_class, compare, grade_class
+from vitlib.classroom.sandbox import INSTALL
 
 COURSE = Path(__file__).resolve().parent.parent / "notebooks"
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=INSTALL)
 
 
 def test_full_zero_and_partial_marks_on_notebook_01_and_the_library(tmp_path):

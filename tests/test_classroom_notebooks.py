@@ -32,6 +32,7 @@ def test_checks_follow_each_exercise_and_its_solution_in_the_instructor_notebook
         "ex2",
         "ex2-solution",
         "check:ex2",
+        "hidden:ex2",
         "ex3-md",
         "ex3",
         "ex3-solution",
@@ -66,6 +67,7 @@ def test_the_students_own_cells_stay_with_their_exercise_and_their_checks_are_re
         "ex2",
         "my-helper",
         "check:ex2",
+        "hidden:ex2",
         "ex3-md",
         "ex3",
         "check:ex3",
@@ -94,6 +96,7 @@ def test_exercises_are_matched_by_order_when_the_ids_are_lost():
         "ex2-md",
         "ex2",
         "check:ex2",
+        "hidden:ex2",
         "ex3-md",
         "ex3",
         "check:ex3",
@@ -107,5 +110,22 @@ def test_a_deleted_exercise_is_checked_where_it_was_and_said_so():
     student.cells = [c for c in student.cells if c.id != "ex2"]
     graded, notes = grading_notebook(instructor_notebook(), copy.deepcopy(student))
     order = layout(graded)
-    assert order.index("check:ex2") == order.index("ex2-md") + 1
+    assert (
+        order.index("check:ex2") == order.index("ex2-md") + 1
+        and order.index("hidden:ex2") == order.index("check:ex2") + 1
+    )
     assert "not found" in notes["ex2"] and "ex1" not in notes
+
+
+def test_the_grader_sends_no_hidden_check_to_the_sandbox_and_collects_answers_before_the_checks():
+    student = answered(release_notebook(instructor_notebook(), NAME))
+    capture = {"ex1": "collect(1)", "ex2": "collect(2)", "ex3": "collect(3)"}
+    graded, _ = grading_notebook(instructor_notebook(), student, hidden=False, capture=capture)
+    order = layout(graded)
+    assert not [x for x in order if x.startswith("hidden:")]
+    sources = [c.source for c in graded.cells]
+    assert "isinstance(double, int)" not in "\n".join(sources) and "triple(-2)" not in "\n".join(sources)
+    for n in (1, 2, 3):
+        at = sources.index(f"collect({n})")
+        assert order[at - 1] == order[at] == f"check:ex{n}"  # layout() leaves out cell 0
+        assert graded.cells[at].metadata["classroom"]["capture"] is True

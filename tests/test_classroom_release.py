@@ -70,7 +70,7 @@ def test_hidden_checks_and_points_come_from_the_instructor_notebook():
     exercises = parse_exercises(nb, NAME)
     assert [(e.key, e.points, len(e.checks), len(e.hidden)) for e in exercises] == [
         ("ex1", 2, 1, 1),
-        ("ex2", 1, 1, 0),
+        ("ex2", 1, 1, 1),
         ("ex3", 1, 1, 0),
     ]
     assert exercises[0].title == "Exercise 1 — double x"

@@ -4,8 +4,9 @@
     python -m vitlib.classroom grade SUBMISSIONS --out REPORTS
 
 The instructor's notebooks stay the single source: exercises, solutions and checks are found by the cells' tags
-(`exercise`, `solution`, `exercise-check`, `hidden-check`), points by `metadata.course.points` (default 1). Nothing
-else in vitlib imports this package; it uses only vitlib's top-level names.
+(`exercise`, `solution`, `exercise-check`, `hidden-check`), points by `metadata.course.points` (default 1). Student
+code runs only in a bubblewrap sandbox and only produces data; the verdicts are computed by the grader (verdict.py).
+Nothing else in vitlib imports this package; it uses only vitlib's top-level names.
 """
 
 from .check import answered_notebook, build_class, compare

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from .runner import ClassroomError, Options, course_root
+from .sandbox import Limits
 
 
 def _source(value: str | None) -> Path:
@@ -46,6 +47,14 @@ def _grading_args(p: argparse.ArgumentParser) -> None:
         default=[],
         help="a papermill parameter for every notebook, e.g. -p preset quick (numbers are parsed)",
     )
+    p.add_argument(
+        "--instructor",
+        help="the library assignment's instructor folder with its solution and tests (default: classroom/instructor)",
+    )
+    p.add_argument(
+        "--hidden", help="extra hidden checks kept outside the course: HIDDEN/<notebook>/<exercise number>.py"
+    )
+    p.add_argument("--memory-gb", type=float, default=6.0, help="address space per sandboxed process in GB (6)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks and logs (the path is printed)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -68,6 +77,9 @@ def _options(args) -> Options:
         parameters={k: _value(v) for k, v in args.parameter} or None,
         keep=args.keep,
         progress=not args.no_progress,
+        instructor=Path(args.instructor).resolve() if args.instructor else None,
+        hidden=Path(args.hidden).resolve() if args.hidden else None,
+        limits=Limits(memory_gb=args.memory_gb),
     )
 
 

@@ -184,18 +184,26 @@ del _classroom_setup
 """
 
 
-def grading_notebook(instructor_nb, student_nb, exercises: list[Exercise] | None = None):
+def grading_notebook(
+    instructor_nb, student_nb, exercises: list[Exercise] | None = None, hidden: bool = True, capture: dict | None = None
+):
     """The student's cells (their copies of the check cells removed) with the instructor's check and hidden-check
     cells inserted after each exercise. Returns (notebook, {exercise key: note}) where a note says how an exercise was
-    found when not by its cell ids."""
+    found when not by its cell ids. The grader passes hidden=False (hidden checks never reach a student's sandbox) and
+    `capture`, {exercise key: source of the cell that collects the answers}, put before the checks."""
     exercises = exercises if exercises is not None else parse_exercises(instructor_nb)
     cells = _student_cells(student_nb, exercises)
     positions, notes = _check_positions(instructor_nb, cells, exercises)
     inserts = {}
     for pos, e in positions:
+        collect = []
+        if capture and e.key in capture:
+            collect = [_check_cell(capture[e.key], e, -1, False)]
+            collect[0].id, collect[0].metadata["classroom"]["capture"] = f"classroom-answers-{e.number}", True
         inserts.setdefault(pos, []).extend(
-            [_check_cell(c.source, e, k, False) for k, c in enumerate(e.checks)]
-            + [_check_cell(c.source, e, len(e.checks) + k, True) for k, c in enumerate(e.hidden)]
+            collect
+            + [_check_cell(c.source, e, k, False) for k, c in enumerate(e.checks)]
+            + [_check_cell(c.source, e, len(e.checks) + k, True) for k, c in enumerate(e.hidden if hidden else [])]
         )
     out_cells = []
     for i in range(len(cells) + 1):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import csv
+import os
+import shutil
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,11 +20,28 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def spreadsheet_safe(value) -> str:
+    """A cell a spreadsheet shows as text: one starting with = + - @ (a formula) or a tab/CR gets a leading '."""
+    text = str(value)
+    risky = text[:1] in ("=", "+", "-", "@", "\t", "\r") and len(text) > 1 and not _is_number(text)
+    return "'" + text if risky else text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows({**r, "points": _num(r["points"]), "max_points": _num(r["max_points"])} for r in rows)
+        for r in rows:
+            cells = {**r, "points": _num(r["points"]), "max_points": _num(r["max_points"])}
+            writer.writerow({k: spreadsheet_safe(cells.get(k, "")) for k in COLUMNS})
 
 
 def totals(rows: list[dict]) -> dict[str, tuple[float, float]]:
@@ -136,15 +156,25 @@ def histogram_png(tot: dict, path: Path) -> None:
 
 
 def write_reports(rows: list[dict], out: Path, seconds: float | None = None) -> dict[str, Path]:
-    """grades.csv, feedback/<student>.md, summary.md and histogram.png under `out`."""
+    """grades.csv, feedback/<student>.md, summary.md and histogram.png under `out`, each written to a temporary file
+    next to it and renamed into place (a reader never sees half a report). Called once grading is over: every
+    sandbox is gone by then."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "feedback").mkdir(exist_ok=True)
-    write_csv(rows, out / "grades.csv")
-    by_student = defaultdict(list)
-    for r in rows:
-        by_student[r["student"]].append(r)
-    for student, items in by_student.items():
-        (out / "feedback" / f"{student}.md").write_text(feedback(student, items))
-    (out / "summary.md").write_text(summary(rows, seconds))
-    histogram_png(totals(rows), out / "histogram.png")
+    tmp = Path(tempfile.mkdtemp(prefix=".reports-", dir=out))
+    try:
+        (tmp / "feedback").mkdir()
+        write_csv(rows, tmp / "grades.csv")
+        by_student = defaultdict(list)
+        for r in rows:
+            by_student[r["student"]].append(r)
+        for student, items in by_student.items():
+            (tmp / "feedback" / f"{student}.md").write_text(feedback(student, items))
+        (tmp / "summary.md").write_text(summary(rows, seconds))
+        histogram_png(totals(rows), tmp / "histogram.png")
+        for path in sorted(tmp.rglob("*")):
+            if path.is_file():
+                os.replace(path, out / path.relative_to(tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"grades": out / "grades.csv", "feedback": out / "feedback", "summary": out / "summary.md"}

@@ -1,29 +1,28 @@
-"""Grade a class: find what each student submitted, run one process per student and assignment, `workers` at a time.
+"""Grade a class: find what each student submitted, record the instructor's answers, grade every student in a sandbox.
 
-Each job runs `vitlib.classroom.worker.main` in a process of its own, in a private folder with a copy of the student's
-folder; a job that runs past its time limit is killed with its kernel, and what it had graded so far is kept (the rest
-is `timeout`).
+First the instructor's source of each assignment runs once in a sandbox, recording the expected answers (data kept
+in the grader's private folder). Then one sandboxed job per student and assignment, `workers` at a time, each in a
+scratch folder of its own (numbered, whatever the student's name): the student's code only computes answers as
+data; `verdict.judge` compares them here. A job past its time limit is killed with every process it started; what
+it had answered so far still counts.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 from tqdm.auto import tqdm
 
-from . import library, worker
+from . import library, sandbox, worker
+
+UID_BASE = 200000  # as root, job n runs as user id UID_BASE + n (a user id of its own, no account needed)
 
 
 class ClassroomError(ValueError):
@@ -44,7 +43,7 @@ def catalogue(source: Path) -> dict[str, Path]:
         raise ClassroomError(
             f"{source} holds no notebooks named NN_*.ipynb: pass --source with the course's notebooks."
         )
-    return {**found, library.ASSIGNMENT: library.SOURCE}
+    return {**found, **({library.ASSIGNMENT: library.SOURCE} if library.SOURCE.is_file() else {})}
 
 
 def submitted_file(student_dir: Path, assignment: str) -> tuple[Path | None, str]:
@@ -64,7 +63,7 @@ def submitted_file(student_dir: Path, assignment: str) -> tuple[Path | None, str
 
 @dataclass
 class Options:
-    cell_timeout: float = 600.0  # seconds a cell (or a library test) may run
+    cell_timeout: float = 600.0  # seconds a cell (or a library call) may run
     timeout: float = 3600.0  # seconds one student's notebook (or library file) may take in all
     workers: int = os.cpu_count() or 1
     kernel: str = "python3"
@@ -72,6 +71,9 @@ class Options:
     workdir: Path | None = None  # where the jobs run (a temporary folder by default, removed at the end)
     keep: bool = False  # keep the jobs' folders (executed notebooks, logs)
     progress: bool = True
+    instructor: Path | None = None  # the library assignment's instructor folder (default: library.HERE)
+    hidden: Path | None = None  # extra hidden checks: HIDDEN/<notebook>/<exercise number>.py
+    limits: sandbox.Limits = field(default_factory=sandbox.Limits)
 
 
 def find_class(submissions: Path, source: Path, assignments: list[str] | None):
@@ -81,7 +83,8 @@ def find_class(submissions: Path, source: Path, assignments: list[str] | None):
             f"{submissions} is not a folder: SUBMISSIONS must hold one folder per student "
             f"(SUBMISSIONS/<student>/01_patches.ipynb, ...)."
         )
-    students = sorted(p.name for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    students = sorted(p.name for p in submissions.iterdir() if p.is_dir() and not p.is_symlink())
+    students = [s for s in students if not s.startswith(".")]
     if not students:
         raise ClassroomError(
             f"{submissions} holds no student folders: put each student's files in {submissions}/<student>/."
@@ -101,81 +104,92 @@ def find_class(submissions: Path, source: Path, assignments: list[str] | None):
     return students, seen, cat
 
 
-# The worker needs nbformat and papermill, not torch: it loads vitlib.classroom without running vitlib/__init__.py
-# (which imports torch), a few seconds saved per job. The kernels and the tests import vitlib as usual.
-_WORKER = (
-    "import sys, types; vitlib = types.ModuleType('vitlib'); vitlib.__path__ = [sys.argv[2]]; "
-    "sys.modules['vitlib'] = vitlib; from vitlib.classroom.worker import main; sys.exit(main(sys.argv[1:2]))"
-)
-_VITLIB_DIR = str(Path(__file__).resolve().parent.parent)
-
-
-def _kill_tree(pid: int) -> None:
-    try:
-        parent = psutil.Process(pid)
-        procs = parent.children(recursive=True) + [parent]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
-
-
-def _run_job(job: dict) -> list[dict]:
-    if not job["submission"]:  # nothing to run: the rows say what is missing
-        rows = worker.grade_library(job) if job["kind"] == "library" else worker.plan(job)[3]
-        return [{"student": job["student"], "assignment": job["assignment"], "seconds": 0.0, **r} for r in rows]
-    job_dir = Path(job["dir"])
-    job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / "job.json").write_text(json.dumps(job))
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONDONTWRITEBYTECODE": "1"}
-    start = time.monotonic()
-    with open(job_dir / "worker.log", "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(job_dir / "job.json"), _VITLIB_DIR],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=job_dir,
+def skipped_folders(submissions: Path) -> list[dict]:
+    """Rows for what is in SUBMISSIONS but not graded: folders starting with '.', links, files."""
+    rows = []
+    for p in sorted(submissions.iterdir()):
+        if p.is_dir() and not p.is_symlink() and not p.name.startswith("."):
+            continue
+        why = (
+            "a folder whose name starts with '.' is not graded: rename it"
+            if p.is_dir() and not p.is_symlink()
+            else "not a student folder (a link or a file): put each student's files in a folder of their own"
         )
-        try:
-            proc.wait(timeout=job["timeout"])
-            stopped = None if proc.returncode == 0 else f"the grader process ended with code {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
-            stopped = f"timeout: past the limit of {job['timeout']:g} s per student and assignment"
-    results = job_dir / "results.json"
-    rows = (
-        json.loads(results.read_text())
-        if stopped is None and results.exists()
-        else worker.results_after_stop(job, stopped or "no results")
-    )
-    seconds = round(time.monotonic() - start, 1)
-    return [{"student": job["student"], "assignment": job["assignment"], "seconds": seconds, **r} for r in rows]
+        rows.append(dict(student=p.name, assignment="-", exercise="-", title="-", points=0, max_points=0,
+                         status="error", message=f"not graded: {why}"))  # fmt: skip
+        print(f"warning: {p.name}: {why}", file=sys.stderr)
+    return rows
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+def _record_all(assignments, cat, root: Path, options: Options, common: dict) -> dict[str, Path]:
+    jobs = {
+        a: dict(
+            common,
+            assignment=a,
+            source=str(cat[a]),
+            kind="library" if a == library.ASSIGNMENT else "notebook",
+            dir=str(root / "instructor" / a),
+            log=str(root / "logs" / f"instructor-{a}.log"),
+            uid=UID_BASE - 1 - k if os.geteuid() == 0 else None,
+            instructor=str(options.instructor or library.HERE),
+            hidden_dir=options.hidden,
+        )
+        for k, a in enumerate(assignments)
+    }
+    recorded = {}
+    with ThreadPoolExecutor(max(1, options.workers)) as pool:
+        futures = {pool.submit(worker.record, job, options.limits): a for a, job in jobs.items()}
+        for future in as_completed(futures):
+            try:
+                recorded[futures[future]] = future.result()
+            except ValueError as exc:
+                raise ClassroomError(str(exc)) from exc
+    for a, folder in recorded.items():
+        for line in worker.check_recorded(folder, jobs[a]):
+            print(f"warning: {line}", file=sys.stderr)
+    return recorded
 
 
 def grade_class(
     submissions: Path, source: Path, assignments: list[str] | None = None, options: Options | None = None
 ) -> list[dict]:
     """Grade every student of `submissions` on `assignments` (default: those any student submitted); one dict per
-    student, assignment and exercise, in that order."""
+    student, assignment and exercise, in that order (then a row for each folder that was not graded)."""
     options = options or Options()
     submissions, source = Path(submissions).resolve(), Path(source).resolve()
     students, assignments, cat = find_class(submissions, source, assignments)
+    try:
+        sandbox.check()
+    except sandbox.SandboxError as exc:
+        raise ClassroomError(str(exc)) from exc
     root = Path(tempfile.mkdtemp(prefix="classroom-", dir=options.workdir))
+    (root / "logs").mkdir()
+    common = dict(cell_timeout=options.cell_timeout, timeout=options.timeout, kernel=options.kernel,
+                  parameters=options.parameters)  # fmt: skip
+    try:
+        recorded = _record_all(assignments, cat, root, options, common)
+        jobs = _jobs(students, assignments, cat, submissions, root, recorded, common)
+        rows = _run_jobs(jobs, len(students), options)
+    finally:
+        if options.keep:
+            print(f"the graded notebooks and logs are kept in {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    order = {(j["student"], j["assignment"]): i for i, j in enumerate(jobs)}
+    rows.sort(key=lambda r: order[(r["student"], r["assignment"])])
+    return rows + skipped_folders(submissions)
+
+
+def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: dict, common: dict) -> list[dict]:
     jobs = []
     for student in students:
+        refused = worker.check_plain(submissions / student)
         for assignment in assignments:
-            path, note = submitted_file(submissions / student, assignment)
+            path, note = submitted_file(submissions / student, assignment) if not refused else (None, "")
+            n = len(jobs) + 1
             jobs.append(
                 dict(
+                    common,
                     student=student,
                     assignment=assignment,
                     source=str(cat[assignment]),
@@ -183,31 +197,35 @@ def grade_class(
                     submission=str(path) if path else None,
                     missing=None if path else note,
                     note=note if path else None,
+                    refused=refused,
                     student_dir=str(submissions / student),
-                    dir=str(root / _safe(student) / _safe(assignment)),
-                    cell_timeout=options.cell_timeout,
-                    timeout=options.timeout,
-                    kernel=options.kernel,
-                    parameters=options.parameters,
+                    dir=str(root / "jobs" / f"{n:05d}"),  # numbered: no two students share a folder
+                    log=str(root / "logs" / f"{n:05d}.log"),
+                    uid=UID_BASE + n if os.geteuid() == 0 else None,
+                    recorded=str(recorded[assignment]),
                 )
             )
+    return jobs
+
+
+def _run_jobs(jobs: list[dict], n_students: int, options: Options) -> list[dict]:
     rows, left = [], Counter(job["student"] for job in jobs)
-    try:
-        with (
-            ThreadPoolExecutor(max(1, options.workers)) as pool,
-            tqdm(total=len(students), unit="student", desc="grading", disable=not options.progress) as bar,
-        ):
-            futures = {pool.submit(_run_job, job): job["student"] for job in jobs}
-            for future in as_completed(futures):
-                rows.extend(future.result())
-                left[futures[future]] -= 1
-                if left[futures[future]] == 0:
-                    bar.update(1)
-    finally:
-        if options.keep:
-            print(f"the graded notebooks and logs are kept in {root}", file=sys.stderr)
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    order = {(s, a): i for i, (s, a) in enumerate((j["student"], j["assignment"]) for j in jobs)}
-    rows.sort(key=lambda r: order[(r["student"], r["assignment"])])
+    leftover = 0
+    with (
+        ThreadPoolExecutor(max(1, options.workers)) as pool,
+        tqdm(total=n_students, unit="student", desc="grading", disable=not options.progress) as bar,
+    ):
+        futures = {pool.submit(worker.grade, job, options.limits): job for job in jobs}
+        for future in as_completed(futures):
+            job = futures[future]
+            result = future.result()
+            seconds = job.get("seconds", 0.0)
+            rows.extend({"student": job["student"], "assignment": job["assignment"], "seconds": seconds, **r}
+                        for r in result)  # fmt: skip
+            leftover += job.get("leftover", 0)
+            left[job["student"]] -= 1
+            if left[job["student"]] == 0:
+                bar.update(1)
+    if leftover:
+        print(f"warning: {leftover} process(es) outlived their sandbox and were killed", file=sys.stderr)
     return rows

@@ -1,23 +1,158 @@
-"""Grade one student's one assignment, in a process of its own (the runner calls `main([JOB.json])`).
+"""One job of the grader: record the instructor's answers for an assignment, or grade one student's one assignment.
 
-The job (a JSON file written by the runner) names the instructor's source, the student's file (or none), the student's
-folder and a private folder for this job. The student's folder is copied there first, and the notebook runs in that
-copy, so nothing a student's code writes reaches the submissions or another student. The results go to `results.json`.
+Each job has a scratch folder of its own (root/jobs/NNNN): the student's files are copied there (plain files and
+folders only), with what the sandbox needs in .classroom/ (capture.py, inside.py, the job, the instructor's recorded
+inputs, the grading notebook). The sandbox sees only that folder, at /home/student. What comes back is data: the
+answers (JSON), the executed notebook (for the feedback messages); the points come from `verdict.judge` here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import sys
-import traceback
 from pathlib import Path
 
 import nbformat
 
-from . import library
+from . import expected as exp
+from . import library, sandbox, verdict
 from .notebooks import grading_notebook, parse_exercises
 from .results import notebook_results
+
+HERE = Path(__file__).resolve().parent
+HOME = exp.HOME
+
+
+class SubmissionError(ValueError):
+    """A submission that is refused as it is (a link, a device, ...): the message is for the student."""
+
+
+def copy_plain(src: Path, dst: Path) -> None:
+    """Copy a student's folder: regular files and folders only; a symlink or special file is refused."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(os.scandir(src), key=lambda e: e.name):
+        if entry.name == ".ipynb_checkpoints":
+            continue
+        mode = entry.stat(follow_symlinks=False).st_mode
+        where = Path(entry.path).relative_to(src.parent)
+        if stat.S_ISLNK(mode):
+            raise SubmissionError(f"{where} is a symbolic link: submit the file itself (links are not graded)")
+        if stat.S_ISDIR(mode):
+            copy_plain(Path(entry.path), dst / entry.name)
+        elif stat.S_ISREG(mode):
+            shutil.copyfile(entry.path, dst / entry.name, follow_symlinks=False)
+        else:
+            raise SubmissionError(f"{where} is not a regular file (a device, pipe or socket): submit plain files")
+
+
+def check_plain(folder: Path) -> str | None:
+    """Why a student's folder is refused (a link or special file somewhere in it), or None."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                return f"{path.relative_to(folder.parent)} is a symbolic link: submit plain files only (not graded)"
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                return f"{path.relative_to(folder.parent)} is not a regular file: submit plain files only (not graded)"
+    return None
+
+
+def _scratch(job: dict, files: dict[str, bytes | str] | None = None) -> Path:
+    scratch = Path(job["dir"])
+    (scratch / ".classroom" / "inputs").mkdir(parents=True, exist_ok=True)
+    (scratch / ".classroom" / "answers").mkdir(exist_ok=True)
+    (scratch / ".classroom" / "expected").mkdir(exist_ok=True)
+    (scratch / "work").mkdir(exist_ok=True)
+    for name in ("capture.py", "inside.py"):
+        shutil.copyfile(HERE / name, scratch / ".classroom" / name)
+    for name, data in (files or {}).items():
+        (scratch / ".classroom" / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    return scratch
+
+
+def _run(job: dict, scratch: Path, inner: dict, limits: sandbox.Limits) -> sandbox.Outcome:
+    (scratch / ".classroom" / "job.json").write_text(json.dumps(inner))
+    sandbox.prepare(scratch, job.get("uid"))
+    argv = [sys.executable, f"{exp.CLASSROOM}/inside.py", f"{exp.CLASSROOM}/job.json"]
+    return sandbox.run(scratch, argv, job["timeout"], Path(job["log"]), job.get("uid"), limits)
+
+
+def _notebook_job(job: dict, nb_path: str, allow_errors: bool) -> dict:
+    return dict(
+        mode="notebook",
+        input=f"{exp.CLASSROOM}/{nb_path}",
+        output=f"{exp.CLASSROOM}/graded.ipynb",
+        cwd=f"{HOME}/work",
+        parameters=job.get("parameters"),
+        kernel=job.get("kernel", "python3"),
+        cell_timeout=job["cell_timeout"],
+        allow_errors=allow_errors,
+    )
+
+
+def _stopped_text(scratch: Path) -> str:
+    path = scratch / ".classroom" / "stopped.txt"
+    try:
+        return path.read_text(errors="replace")[:500] if path.is_file() and not path.is_symlink() else ""
+    except OSError:
+        return ""
+
+
+# -- the instructor's answers ------------------------------------------------------------------------------------------
+
+
+def record(job: dict, limits: sandbox.Limits) -> Path:
+    """Run the instructor's source (notebook or library tests) in a sandbox; return the folder with expected/ and
+    inputs/ (kept outside every student's sandbox). A ValueError says what failed."""
+    scratch = _scratch(job)
+    if job["kind"] == "library":
+        folder = Path(job["instructor"])
+        for path in (
+            folder / library.FILENAME,
+            folder / library.VISIBLE_TESTS.name,
+            folder / library.HIDDEN_TESTS.name,
+        ):
+            shutil.copyfile(path, scratch / "work" / path.name)
+        tests = [library.VISIBLE_TESTS.name, library.HIDDEN_TESTS.name]
+        inner = dict(mode="record-library", cwd=f"{HOME}/work", tests=tests, hidden_file=library.HIDDEN_TESTS.name)
+    else:
+        nb = nbformat.read(job["source"], as_version=4)
+        exercises = parse_exercises(nb, Path(job["source"]).name)
+        extra = exp.extra_hidden_checks(job.get("hidden_dir"), Path(job["source"]).stem, exercises)
+        names = {e.key: exp.answer_names(nb, e, extra.get(e.number, [])) for e in exercises}
+        empty = [e.number for e in exercises if not names[e.key]]
+        if empty:
+            raise ValueError(f"{Path(job['source']).name}: exercise(s) {empty} define no name their checks use")
+        nbformat.write(exp.recording_notebook(nb, exercises, names, extra), scratch / ".classroom" / "record.ipynb")
+        (scratch / ".classroom" / "names.json").write_text(json.dumps(names))
+        inner = _notebook_job(job, "record.ipynb", allow_errors=False)
+    outcome = _run(job, scratch, inner, limits)
+    stopped = _stopped_text(scratch) or (None if outcome.returncode == 0 else f"exit code {outcome.returncode}")
+    if outcome.returncode is None:
+        stopped = f"past the time limit of {job['timeout']:g} s"
+    if stopped:
+        raise ValueError(f"the instructor's {job['assignment']} could not be recorded: {stopped} (log: {job['log']})")
+    return scratch / ".classroom"
+
+
+def check_recorded(folder: Path, job: dict) -> list[str]:
+    """Warnings on what the instructor's run recorded: exercises with nothing to compare, values compared by type."""
+    warnings = []
+    for path in sorted((folder / "expected").glob("*.json")):
+        data = verdict.load(path) or {}
+        if not data.get("values") and not data.get("calls"):
+            warnings.append(f"{job['assignment']} {path.stem}: nothing recorded (the checks call no answer)")
+        objects = [n for n, v in data.get("values", {}).items() if v and v[0] == "object"]
+        if objects:
+            warnings.append(f"{job['assignment']} {path.stem}: {objects} can only be compared by their type")
+    return warnings
+
+
+# -- one student ----------------------------------------------------------------------------------------------------
 
 
 def _rows_for_all(exercises, status: str, message: str) -> list[dict]:
@@ -27,9 +162,16 @@ def _rows_for_all(exercises, status: str, message: str) -> list[dict]:
     ]
 
 
+def _library_rows(status: str, message: str) -> list[dict]:
+    return [dict(exercise=k, title=t, points=0, max_points=p, status=status, message=message) for k, t, p in
+            library.EXERCISES]  # fmt: skip
+
+
 def read_student_notebook(path: Path):
     """The student's notebook, or a ValueError saying what is wrong with the file and what to do."""
     try:
+        if path.stat().st_size > 64 * 2**20:
+            raise ValueError("larger than 64 MB")
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises NotJSONError, JSONDecodeError, UnicodeDecodeError, ...
         detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
@@ -42,115 +184,104 @@ def read_student_notebook(path: Path):
     return nb
 
 
-def plan(job: dict):
-    """(exercises, grading notebook or None, notes, rows when there is nothing to run) for a notebook job."""
-    instructor = nbformat.read(job["source"], as_version=4)
-    exercises = parse_exercises(instructor, Path(job["source"]).name)
-    if not job.get("submission"):
-        return exercises, None, {}, _rows_for_all(exercises, "error", job.get("missing") or "not submitted")
+def grade(job: dict, limits: sandbox.Limits) -> list[dict]:
+    """The rows of one student's one assignment (never raises for what a student did)."""
+    is_library = job["kind"] == "library"
+    exercises = None if is_library else parse_exercises(nbformat.read(job["source"], as_version=4))
+    fail = (lambda s, m: _library_rows(s, m)) if is_library else (lambda s, m: _rows_for_all(exercises, s, m))
+    if job.get("refused"):
+        return fail("error", job["refused"])
+    if not job["submission"]:
+        return fail("error", job.get("missing") or "not submitted")
+    scratch = _scratch(job)
     try:
-        student = read_student_notebook(Path(job["submission"]))
+        copy_plain(Path(job["student_dir"]), scratch / "work")
+    except SubmissionError as exc:
+        return fail("error", str(exc))
+    relative = Path(job["submission"]).relative_to(job["student_dir"])
+    if is_library:
+        return _grade_library(job, scratch, relative, limits)
+    return _grade_notebook(job, scratch, relative, exercises, limits)
+
+
+def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
+    instructor = nbformat.read(job["source"], as_version=4)
+    try:
+        student = read_student_notebook(scratch / "work" / relative)
     except ValueError as exc:
-        return exercises, None, {}, _rows_for_all(exercises, "error", str(exc))
-    nb, notes = grading_notebook(instructor, student, exercises)
+        return _rows_for_all(exercises, "error", str(exc))
+    recorded = Path(job["recorded"])
+    names = json.loads((recorded / "names.json").read_text())
+    nb, notes = grading_notebook(
+        instructor, student, exercises, hidden=False, capture=exp.capture_cells(exercises, names)
+    )
     if job.get("note"):
         notes = {e.key: "; ".join(filter(None, [notes.get(e.key), job["note"]])) for e in exercises}
-    return exercises, nb, notes, None
-
-
-def results_after_stop(job: dict, stopped: str) -> list[dict]:
-    """Results from what a stopped job left (the executed notebook is saved after every cell)."""
-    if job["kind"] == "library":
-        return library.junit_results(None, stopped)
-    exercises, _, notes, rows = plan(job)
-    if rows is not None:
-        return rows
-    graded = Path(job["dir"]) / "graded.ipynb"
-    nb = nbformat.read(graded, as_version=4) if graded.exists() else None
-    return notebook_results(nb, exercises, notes, job["cell_timeout"], stopped)
-
-
-def grade_notebook(job: dict) -> list[dict]:
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
-    exercises, nb, notes, rows = plan(job)
-    if rows is not None:
-        return rows
-    job_dir = Path(job["dir"])
-    work = job_dir / "work"
-    grading, graded = job_dir / "grading.ipynb", job_dir / "graded.ipynb"
-    nbformat.write(nb, grading)
+    nbformat.write(nb, scratch / ".classroom" / "grading.ipynb")
+    for path in (recorded / "inputs").glob("*.pkl"):
+        shutil.copyfile(path, scratch / ".classroom" / "inputs" / path.name)
+    outcome = _run(job, scratch, _notebook_job(job, "grading.ipynb", allow_errors=True), limits)
+    job["leftover"], job["seconds"] = outcome.leftover, outcome.seconds
     stopped = None
+    if outcome.returncode is None:
+        stopped = f"timeout: past the limit of {job['timeout']:g} s per student and assignment"
+    elif _stopped_text(scratch):
+        stopped = _stopped_text(scratch)
+    graded = None
     try:
-        papermill.execute_notebook(
-            str(grading),
-            str(graded),
-            parameters=job.get("parameters") or None,
-            kernel_name=job.get("kernel", "python3"),
-            cwd=str(work),
-            progress_bar=False,
-            execution_timeout=job["cell_timeout"],
-            allow_errors=True,
-            interrupt_on_timeout=True,
-            start_timeout=120,
-        )
-    except PapermillExecutionError:
-        pass  # errors in the student's cells or in failing checks are what grading reads
-    except Exception as exc:  # the kernel died (a student's os._exit), could not start, ...
-        stopped = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip(": ")
-    executed = nbformat.read(graded, as_version=4) if graded.exists() else None
-    return notebook_results(executed, exercises, notes, job["cell_timeout"], stopped)
+        graded_path = scratch / ".classroom" / "graded.ipynb"
+        if graded_path.is_file() and not graded_path.is_symlink() and graded_path.stat().st_size < verdict.MAX_BYTES:
+            graded = nbformat.read(graded_path, as_version=4)
+    except Exception:  # what the sandbox wrote is only read for messages: unreadable is no message
+        graded = None
+    messages = notebook_results(graded, exercises, notes, job["cell_timeout"], stopped)
+    rows = []
+    for e, row in zip(exercises, messages):
+        expected = verdict.load(recorded / "expected" / f"{exp.key_file(e)}.json") or {}
+        answers = verdict.load(scratch / ".classroom" / "answers" / f"{exp.key_file(e)}.json")
+        rows.append(merge(row, verdict.judge(expected, answers), e.points, notes.get(e.key)))
+    return rows
 
 
-def grade_library(job: dict) -> list[dict]:
-    if not job.get("submission"):
-        return [
-            dict(
-                exercise=k,
-                title=t,
-                points=0,
-                max_points=p,
-                status="error",
-                message=job.get("missing") or "not submitted",
-            )
-            for k, t, p in library.EXERCISES
-        ]
-    return library.run_pytest(Path(job["submission"]), Path(job["dir"]) / "lib", job["timeout"], job["cell_timeout"])
+def merge(row: dict, judged: tuple[str, str, bool], points: float, note: str | None) -> dict:
+    """The points from the verdict; the message from the executed notebook when it says more."""
+    status, message, hidden = judged
+    if status == "passed":
+        return {**row, "points": points, "status": "passed", "message": note or ""}
+    vague = row["message"].startswith("not graded") and not message.startswith("not graded")
+    if row["status"] != "passed" and not vague:
+        return {**row, "points": 0}
+    prefix = "a hidden check: " if hidden else "checked against the instructor's answers: "
+    text = message if message.startswith("not graded") else prefix + message
+    return {**row, "points": 0, "status": status, "message": f"{text} ({note})" if note else text}
 
 
-def run(job: dict) -> list[dict]:
-    job_dir = Path(job["dir"])
-    if job.get("student_dir"):
-        shutil.copytree(
-            job["student_dir"],
-            job_dir / "work",
-            symlinks=True,
-            ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
-            dirs_exist_ok=True,
-        )
-        if job.get("submission"):  # grade the copy: the original stays as it was submitted
-            job["submission"] = str(job_dir / "work" / Path(job["submission"]).relative_to(job["student_dir"]))
-    return grade_library(job) if job["kind"] == "library" else grade_notebook(job)
-
-
-def main(argv: list[str]) -> int:
-    job_file = Path(argv[0])
-    job = json.loads(job_file.read_text())
+def _grade_library(job, scratch, relative, limits) -> list[dict]:
+    recorded = Path(job["recorded"])
+    shutil.copyfile(recorded / "inputs" / "library.pkl", scratch / ".classroom" / "inputs" / "library.pkl")
+    cwd = f"{HOME}/work/{relative.parent.as_posix()}".rstrip("/.")
+    inner = dict(mode="replay-library", cwd=cwd, module=library.ASSIGNMENT, cell_timeout=job["cell_timeout"])
+    outcome = _run(job, scratch, inner, limits)
+    job["leftover"], job["seconds"] = outcome.leftover, outcome.seconds
+    answers = verdict.load(scratch / ".classroom" / "answers" / "library.json")
+    if answers and answers.get("import_error"):
+        return _library_rows("error", f"the tests could not import your file: {str(answers['import_error'])[:300]}")
+    expected = verdict.load(recorded / "expected" / "library.json") or {}
+    calls = expected.get("calls", [])
     try:
-        rows = run(job)
-    except Exception:
-        rows = None
-        (Path(job["dir"]) / "grader-error.txt").write_text(traceback.format_exc())
-    if rows is None:
-        msg = f"the grader failed on this submission (details in {Path(job['dir']) / 'grader-error.txt'})"
-        try:
-            rows = [{**r, "status": "error", "message": msg} for r in results_after_stop(job, "grader error")]
-        except Exception:
-            rows = [dict(exercise="?", title="?", points=0, max_points=0, status="error", message=msg)]
-    (Path(job["dir"]) / "results.json").write_text(json.dumps(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        rules = library.rule_violations((scratch / "work" / relative).read_text(errors="replace"))
+    except OSError:
+        rules = {}
+    rows = []
+    for key, title, points in library.EXERCISES:
+        mine = [i for i, c in enumerate(calls) if library.exercise_of(c.get("test", "")) == key]
+        row = dict(exercise=key, title=title, points=0, max_points=points)
+        status, message, _ = verdict.judge(expected, answers, mine) if mine else ("error", "nothing recorded", False)
+        if answers is None or (outcome.returncode is None and status == "error"):
+            status = "timeout" if outcome.returncode is None else "error"
+            why = "past the time limit" if status == "timeout" else "no results"
+            message = f"not graded: your file did not finish ({why})"
+        if status == "passed" and key in rules:
+            status, message = "failed", f"hidden test rule: {rules[key]}"
+        rows.append({**row, "points": points if status == "passed" else 0, "status": status, "message": message})
+    return rows

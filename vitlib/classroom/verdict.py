@@ -1,0 +1,167 @@
+"""Verdicts: the student's answers (data from the sandbox) against the instructor's (data from the instructor's run).
+
+Runs in the grader, which never runs student code: a file a student wrote is only parsed (with a size limit), and
+anything it holds that is not well-formed data is a wrong answer. Numbers compare within a tolerance (an int and a
+float of the same value are equal; a bool is not a number), strings without regard to case and spacing (as
+`check_answer` does), arrays by shape, kind and values (rtol 1e-4, atol 1e-5), sequences, dicts and modules' weights
+element by element.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+MAX_BYTES = 256 * 2**20
+RTOL, ATOL = 1e-4, 1e-5
+_NAMES = {"num": "a number", "str": "a string", "bool": "a bool", "none": "None", "seq": "a list or tuple",
+          "dict": "a dict", "set": "a set", "array": "an array (tensor)", "module": "a module", "record": "a record",
+          "todo": "`...` (not answered yet)", "object": "an object", "missing": "not defined"}  # fmt: skip
+
+
+def load(path: Path) -> dict | None:
+    """A JSON file written in a sandbox, or None when it is missing, too large or not a JSON object."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _kind(v) -> str:
+    return v[0] if isinstance(v, list) and v and isinstance(v[0], str) else "malformed"
+
+
+def _describe(v) -> str:
+    k = _kind(v)
+    if k == "object" and len(v) > 1:
+        return f"an object of type {str(v[1])[:60]}"
+    return _NAMES.get(k, "malformed data")
+
+
+def _number(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+        raise ValueError("not a number")
+    return float(x)
+
+
+def _array(v):
+    _, dtype, shape, data = v
+    a = np.frombuffer(base64.b64decode(data, validate=True), dtype=np.dtype(dtype))
+    return a.reshape([int(s) for s in shape])
+
+
+def differ(expected, got) -> str | None:
+    """None when `got` is the expected value; else what differs, without giving the expected value away."""
+    try:
+        return _differ(expected, got)
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError, OverflowError):
+        return "it is not well-formed data"
+
+
+def _differ(e, g) -> str | None:
+    ke, kg = _kind(e), _kind(g)
+    if ke != kg:
+        return f"it is {_describe(g)}, not {_describe(e)}"
+    if ke in ("none", "todo", "missing"):
+        return None
+    if ke == "bool":
+        return None if g[1] is e[1] else "it is the wrong bool"
+    if ke == "num":
+        a, b = _number(e[1]), _number(g[1])
+        if math.isnan(a) and math.isnan(b):
+            return None
+        return None if math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) else "it is the wrong number"
+    if ke == "str":
+        same = " ".join(str(e[1]).lower().split()) == " ".join(str(g[1]).lower().split())
+        return None if same and isinstance(g[1], str) else "it is not the answer"
+    if ke == "array":
+        return _differ_arrays(_array(e), _array(g))
+    if ke in ("seq", "set"):
+        if len(e[1]) != len(g[1]):
+            return f"it has {len(g[1])} items, not {len(e[1])}"
+        for i, (x, y) in enumerate(zip(e[1], g[1])):
+            d = _differ(x, y)
+            if d:
+                return f"item {i}: {d}"
+        return None
+    if ke == "dict":
+        ek, gk = [json.dumps(k) for k, _ in e[1]], [json.dumps(k) for k, _ in g[1]]
+        if sorted(ek) != sorted(gk):
+            return "its keys are not the expected ones"
+        got = {json.dumps(k): v for k, v in g[1]}
+        for k, v in e[1]:
+            d = _differ(v, got[json.dumps(k)])
+            if d:
+                return f"[{json.loads(json.dumps(k))[-1]!r}]: {d}"
+        return None
+    if ke in ("module", "record"):
+        return _differ(e[2], g[2]) if e[1] == g[1] else f"it is a {str(g[1])[:60]}, not a {e[1]}"
+    if ke == "object":
+        return None if e[1] == g[1] else f"it is {_describe(g)}, not {_describe(e)}"
+    if ke == "raises":
+        return None if e[1] == g[1] else f"it raised {g[1]}, not {e[1]}"
+    return "it is not well-formed data"
+
+
+def _differ_arrays(a, b) -> str | None:
+    if a.shape != b.shape:
+        return f"its shape is {tuple(b.shape)}, not {tuple(a.shape)}"
+    kinds = {"b": "bool", "i": "int", "u": "int", "f": "float"}
+    if kinds.get(a.dtype.kind) != kinds.get(b.dtype.kind):
+        return f"its dtype is {b.dtype}, expected a {kinds.get(a.dtype.kind, a.dtype.kind)} dtype"
+    if a.dtype.kind == "f":
+        if np.allclose(b, a, rtol=RTOL, atol=ATOL, equal_nan=True):
+            return None
+        worst = np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))) if a.size else 0
+        return f"its values differ (largest difference {worst:.3g})"
+    return None if np.array_equal(a, b) else f"{int(np.sum(a != b))} of its {a.size} values differ"
+
+
+def _call_text(call: dict, index: int, count: int) -> str:
+    where = f"hidden test {call['test']}: " if call.get("test") and call.get("phase") == "hidden" else ""
+    where = where or (f"test {call['test']}: " if call.get("test") else "")
+    return f"{where}{call.get('name')}(...) on input {index + 1} of {count} of the checks"
+
+
+def judge(expected: dict, answers: dict | None, calls: list[int] | None = None) -> tuple[str, str, bool]:
+    """(status, message, hidden) of one exercise: status passed, failed, error or timeout; `hidden` when the first
+    difference is a call of a hidden check. `calls`: the indices of expected['calls'] that count (default all)."""
+    if answers is None:
+        return "error", "not graded: your answers were not collected (your notebook stopped before this check)", False
+    got_values = answers.get("values") if isinstance(answers.get("values"), dict) else {}
+    for name, value in expected.get("values", {}).items():
+        g = got_values.get(name, ["missing"])
+        if _kind(g) == "todo":
+            return "failed", f"`{name}` is still `...`: fill in the exercise cell", False
+        d = differ(value, g)
+        if d:
+            return "failed", f"`{name}`: {d}", False
+    exp_calls, got_calls = expected.get("calls", []), answers.get("calls")
+    got_calls = got_calls if isinstance(got_calls, list) else []
+    indices = calls if calls is not None else list(range(len(exp_calls)))
+    for n, i in enumerate(indices):
+        call, text = exp_calls[i], _call_text(exp_calls[i], n, len(indices))
+        hidden = call.get("phase") == "hidden"
+        if i >= len(got_calls):
+            return "error", f"{text}: not run (your code stopped before it)", hidden
+        g = got_calls[i]
+        if _kind(g) == "timeout":
+            return "timeout", f"{text}: ran past the time limit (an endless loop?)", hidden
+        if _kind(g) == "missing":
+            return "error", f"`{call.get('name')}` is not defined", hidden
+        if _kind(g) == "raises" and _kind(call.get("out")) != "raises":
+            detail = f"{g[1]}: {g[2]}" if len(g) > 2 and g[2] else str(g[1])
+            if str(g[1]) == "NotImplementedError":
+                return "failed", f"{text}: not implemented yet ({g[2] if len(g) > 2 else ''})", hidden
+            return "error", f"{text} raised {detail[:300]}", hidden
+        d = differ(call.get("out"), g)
+        if d:
+            return "failed", f"{text}: the output is wrong: {d}", hidden
+    return "passed", "", False
