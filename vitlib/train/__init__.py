@@ -11,11 +11,12 @@ from .config import HELP, PRECISIONS, SCHEDULES, TrainConfig, check_config
 from .ema import EMA
 from .evaluate import evaluate
 from .factory import autocast_dtype, build_model, make_loader, model_config, resolve_device
+from .folder import RunFolderError
 from .loop import NonFiniteLossError, train
 from .optim import lr_lambda, param_groups
 from .presets import PRESETS, Preset, get_preset, preset_options
 from .pretrained import load_pretrained, save_model
-from .run import Result
+from .run import Result, ResumeMismatchError
 
 __all__ = [
     "CheckpointError",
@@ -32,6 +33,7 @@ __all__ = [
     "check_config",
     "EMA",
     "evaluate",
+    "RunFolderError",
     "autocast_dtype",
     "build_model",
     "make_loader",
@@ -48,4 +50,5 @@ __all__ = [
     "load_pretrained",
     "save_model",
     "Result",
+    "ResumeMismatchError",
 ]

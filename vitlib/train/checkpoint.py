@@ -227,9 +227,17 @@ def _load_sharded(path, model, optimizer, scheduler, model_config) -> dict:
 
     shapes, meta = read_checkpoint(path, tensors=False)  # every process checks the header: the same verdict on all
     _check_fits(path, meta, shapes, model, model_config)
+    error = None
     if dist.get_rank() == 0:
-        tensors, _ = read_checkpoint(path)
-    else:
+        try:  # rank 0 alone reads the tensors and checks their checksum: every process learns the verdict
+            tensors, _ = read_checkpoint(path)
+        except CheckpointError as err:
+            error = str(err)
+    shared = [error]
+    dist.broadcast_object_list(shared, src=0)
+    if shared[0] is not None:
+        raise CheckpointError(shared[0])
+    if dist.get_rank() != 0:
         from safetensors import safe_open
 
         with safe_open(str(path), "pt") as f:
