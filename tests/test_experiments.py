@@ -6,7 +6,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
+import torch
 
+from vitlib import create_model
+from vitlib.data import get_dataset
 from vitlib.studies.claims import CLAIMS, report, scales_table
 from vitlib.studies.experiments import Experiment, new_run_folder
 from vitlib.studies.stats import all_of, contrast, difference, equivalence, fmt, mean_std, verdict
@@ -150,10 +153,23 @@ def test_experiment_train_records_metrics_per_seed(one_thread):
     cfg = TrainConfig(
         dataset="fashion-mnist-mini", model="ViT-Micro/7", epochs=1, batch_size=256, subset=512, eval_test=True
     )
-    rows = exp.train("micro", cfg, seeds=[0, 1])
+    models = []
+
+    def model(seed):
+        models.append(create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
+        return models[-1]
+
+    rows = exp.train("micro", cfg, seeds=[0, 1], model=model)
     assert [r["seed"] for r in rows] == [0, 1]
-    for r in rows:
-        assert 0.0 <= r["test_acc"] <= 1.0 and r["params"] > 0 and r["epochs"] == 1 and r["wall_s"] > 0
+    # test_acc is the trained model's accuracy on the 2,000 test images, recomputed here by hand
+    data = get_dataset("fashion-mnist-mini")
+    test, mean, std = data.test, torch.tensor(data.mean).view(1, -1, 1, 1), torch.tensor(data.std).view(1, -1, 1, 1)
+    with torch.no_grad():
+        logits = [m.eval()((test.images.float() / 255 - mean) / std) for m in models]
+    for r, out in zip(rows, logits):
+        assert r["test_acc"] == pytest.approx((out.argmax(1) == test.labels).float().mean().item(), abs=1e-6)
+        assert r["test_acc"] > 0.2  # two steps of 256 images already beat chance (0.1): about 0.35 for both seeds
+        assert r["params"] == 139_018 and r["epochs"] == 1 and r["wall_s"] > 0  # ViT-Micro/7 on 28x28x1, 10 classes
     assert rows[0]["test_acc"] != rows[1]["test_acc"] or rows[0]["train_loss"] != rows[1]["train_loss"]
 
 
