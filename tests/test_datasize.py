@@ -2,6 +2,7 @@
 equivariance tests."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -84,9 +85,31 @@ def test_run_fractions_records_every_model_fraction_and_seed():
     assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
     assert all(r["steps"] <= 6 and r["best_epoch"] >= 1 for r in rows)
     g = gaps(exp, "lin", "cnn", [0.1, 0.5])
-    assert [x["fraction"] for x in g] == [0.1, 0.5] and all(x["se"] >= 0 for x in g)
-    shots = run_fractions(Experiment("s"), {"cnn": models["cnn"]}, data, [0.5], [0], cfg, max_steps=6, shots=5)
-    assert 0 <= shots[0]["few_shot_acc"] <= 1  # a linear probe on 5 validation images per class
+    assert [x["fraction"] for x in g] == [0.1, 0.5]
+    for x in g:  # two seeds each: Welch's se = sqrt(s_a^2/2 + s_b^2/2) = hypot(a0 - a1, b0 - b1) / 2
+        (a0, a1), (b0, b1) = (exp.values(condition_name(m, x["fraction"])) for m in ("lin", "cnn"))
+        assert x["gap"] == pytest.approx((a0 + a1) / 2 - (b0 + b1) / 2)
+        assert x["se"] == pytest.approx(math.hypot(a0 - a1, b0 - b1) / 2)
+
+
+class Pixels(nn.Module):
+    """The probe reads a model's features as its head's input: here the first pixel row, or (blind) zeros."""
+
+    def __init__(self, blind: bool = False):
+        super().__init__()
+        self.blind, self.head = blind, nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(x[:, 0, 0, :] * (0 if self.blind else 1))
+
+
+def test_run_fractions_few_shot_probes_the_frozen_features():
+    data, cfg = tiny_data(), TrainConfig(lr=0.01, batch_size=16, device="cpu")
+    models = {"pixels": lambda seed: Pixels(), "blind": lambda seed: Pixels(blind=True)}
+    rows = run_fractions(Experiment("s"), models, data, [0.5], [0], cfg, max_steps=6, evaluations=2, shots=5)
+    # 5 validation images per class; on the 40 test images (10 per class) the label is in the first pixel row,
+    # so a linear probe of that row is always right, and one of zeros predicts a single class: 10 of 40
+    assert {r["model"]: r["few_shot_acc"] for r in rows} == {"pixels": 1.0, "blind": 0.25}
 
 
 def test_a_circular_conv_is_translation_equivariant_and_vit_only_for_whole_patches_without_pos_embed():
