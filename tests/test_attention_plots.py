@@ -1,6 +1,7 @@
 """The attention-map plots (vitlib.studies.plotting) and the timing helpers of the N sweep (vitlib.studies.timing)."""
 
 import math
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 import vitlib
+import vitlib.studies.timing
 from vitlib.studies.attention_maps import plot_attention_distance
 from vitlib.studies.embeddings import patch_distances
 from vitlib.studies.plotting import (
@@ -108,10 +110,16 @@ def test_attention_distance_axis_cannot_zoom_onto_noise():
     assert plot_attention_distance(dots).get_ylim()[0] == 0.0  # no span given: still from 0
 
 
-def test_time_call_counts_calls_and_is_positive():
-    calls = []
-    seconds = time_call(lambda: calls.append(1), repeats=3, warmup=2)
-    assert len(calls) == 5 and seconds >= 0
+def test_time_call_is_the_median_of_the_timed_calls(monkeypatch):
+    """On a clock that only the calls move: 2 warm-up calls of 100 s are not timed, then calls of 3, 1 and 7 s."""
+    now, durations = [0.0], iter([100.0, 100.0, 3.0, 1.0, 7.0])
+    monkeypatch.setattr(vitlib.studies.timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def call():
+        now[0] += next(durations)
+
+    assert time_call(call, repeats=3, warmup=2) == 3.0
+    assert next(durations, "all used") == "all used"  # exactly 2 + 3 calls
     with pytest.raises(ValueError):
         time_call(lambda: None, repeats=0)
 
