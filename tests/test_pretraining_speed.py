@@ -10,8 +10,12 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
+
+from vitlib.studies import timing
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "pretraining_speed.py"
@@ -58,10 +62,31 @@ def test_implementations_and_images_per_s(result):
         assert len(set(res["parameters"].values())) == 1  # the same architecture everywhere
         for impl in res["implementations"].values():
             assert len(impl["rounds_images_per_s"]) == 2
-            assert min(impl["rounds_images_per_s"]) > 0
             assert impl["images_per_s"] == statistics.median(impl["rounds_images_per_s"])
+            # the throughput behind the TFLOP/s and MFU columns: FLOPs per image x images/s, over the measured peak
+            assert impl["achieved_tflops"] == pytest.approx(impl["train_flops_per_image"] * impl["images_per_s"] / 1e12)
+            assert impl["mfu_measured"] == pytest.approx(impl["achieved_tflops"] / result["measured_peak_tflops"])
     for key in ("device_name", "torch", "timm", "torchvision", "date", "settings"):
         assert result[key]
+
+
+def test_timed_rounds_are_images_over_seconds_in_alternating_order(monkeypatch):
+    """timed_rounds (the benchmark's clock) on a clock that only the steps move: a step of "a" takes 0.5 s and one of
+    "b" 2 s, so 2 steps of 4 images give 8 / 1 = 8 and 8 / 4 = 2 images/s in every round."""
+    now, calls = [0.0], []
+
+    def step(name, seconds):
+        def run():
+            calls.append(name)
+            now[0] += seconds
+
+        return run
+
+    monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    steps = {"a": step("a", 0.5), "b": step("b", 2.0)}
+    rates = timing.timed_rounds(steps, warmup=1, rounds=3, steps_per_round=2, batch_size=4, device=torch.device("cpu"))
+    assert rates == {"a": [8.0, 8.0, 8.0], "b": [2.0, 2.0, 2.0]}
+    assert "".join(calls) == "ab" + "aabb" + "bbaa" + "aabb"  # warm-up, then the order reversed every round
 
 
 def test_ratios_come_from_the_rounds(result):
