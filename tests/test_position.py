@@ -146,6 +146,80 @@ def test_set_image_size_fine_tunes_at_another_resolution(kind, size, grid, small
         model.set_image_size(30)
 
 
+# ----------------------------------------------------------------------------- resizing, number by number
+def linear_by_hand(table: torch.Tensor, size: int) -> torch.Tensor:
+    """Rows of `table` (n, C) resampled to `size` rows as an image axis of n cells stretched to `size` (the cells'
+    centres line up, align_corners=False): new row i reads old coordinate (i + 0.5) n / size - 0.5, clamped to the
+    ends, and mixes the two old rows around it in proportion."""
+    n, out = len(table), []
+    for i in range(size):
+        x = min(max((i + 0.5) * n / size - 0.5, 0.0), n - 1.0)
+        lo = int(x)
+        hi, t = min(lo + 1, n - 1), x - lo
+        out.append((1 - t) * table[lo] + t * table[hi])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("old, new", [((3, 4), (6, 8)), ((4, 4), (7, 5)), ((5, 3), (2, 3))])
+def test_learned2d_resize_interpolates_each_axis_by_hand(old, new):
+    pe = PositionEmbedding("learned2d", old, 8)
+    rows, cols, prefix = pe.rows.clone(), pe.cols.clone(), pe.prefix.clone()
+    pe.resize(new)
+    torch.testing.assert_close(pe.rows, linear_by_hand(rows, new[0]))
+    torch.testing.assert_close(pe.cols, linear_by_hand(cols, new[1]))
+    grid = pe.embeddings()[0, 1:].reshape(*new, 8)
+    for r, c in [(0, 0), (new[0] - 1, 0), (1, new[1] - 1), (new[0] // 2, new[1] // 2)]:
+        assert torch.equal(grid[r, c], torch.cat([pe.rows[r], pe.cols[c]]))  # [Y-embedding of r | X-embedding of c]
+    assert torch.equal(pe.embeddings()[:, :1], prefix) and pe.grid == new
+    assert torch.equal(linear_by_hand(rows, 2 * old[0])[1], 0.75 * rows[0] + 0.25 * rows[1])  # the rule, by hand
+
+
+def offsets_read_after_resize(small_vit, image_size, **options):
+    """Fill every layer's relative table with its own offsets (row k of 2L - 1 holds k - (L - 1)), resize the model to
+    `image_size`, and return new offset -> the old offset its row was read from (linear interpolation of a linear
+    table is exact), with the new grid."""
+    model = small_vit(pos_embed="relative", **options)
+    for block in model.blocks:
+        rel = block.attn.rel_pos
+        with torch.no_grad():
+            rel.table.copy_((torch.arange(len(rel.table)) - (rel.num_tokens - 1.0))[:, None].expand_as(rel.table))
+    model.set_image_size(image_size)
+    rel = model.blocks[0].attn.rel_pos
+    assert rel.num_tokens == model.num_patches + model.num_prefix_tokens and rel.offsets.shape == (rel.num_tokens,) * 2
+    return (lambda offset: rel.table[offset + rel.num_tokens - 1, 0].item()), model.patch_embed.grid
+
+
+def test_relative_resize_to_a_wider_grid_keeps_whole_rows(small_vit):
+    """7x7 -> 7x14 patches: the token one row below is 7 places further in the sequence before and 14 after; the
+    rows do not change, so the new offset 14 dr reads the old 7 dr, and a column step is half an old one."""
+    read, grid = offsets_read_after_resize(small_vit, (28, 56))
+    assert grid == (7, 14)
+    for dr in range(-6, 7):
+        assert read(14 * dr) == pytest.approx(7 * dr, abs=1e-5)
+    for dc in (1, 2, 5, -3):
+        assert read(dc) == pytest.approx(dc / 2, abs=1e-5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="RelativePosition.resize stretches the flattened table by (L - 1)/(L' - 1) for every offset: without a "
+    "[class] token the row step 14 reads 6.93 instead of 7; when the height changes a column step shrinks with the "
+    "number of rows (7x7 -> 14x7: offset 1 reads 0.5 instead of 1). A fix needs the grids in attention.py and vit.py.",
+)
+@pytest.mark.parametrize(
+    "image_size, options, expected",
+    [
+        ((28, 56), {"pool": "gap"}, {14: 7.0, 28: 14.0, 1: 0.5}),  # wider, no [class] token: rows kept, columns / 2
+        ((56, 28), {}, {1: 1.0, 3: 3.0, 14: 7.0}),  # taller: columns kept, two new rows are one old row
+        (56, {}, {2: 1.0, 28: 7.0}),  # 14x14: columns / 2, two new rows are one old row
+    ],
+    ids=["wider-gap", "taller", "both"],
+)
+def test_relative_resize_keeps_rows_and_columns_apart(small_vit, image_size, options, expected):
+    read, _ = offsets_read_after_resize(small_vit, image_size, **options)
+    assert {offset: round(read(offset), 4) for offset in expected} == expected
+
+
 # ----------------------------------------------------------------------------- against timm's own functions
 @pytest.mark.parametrize("old, new", [((7, 7), (14, 14)), ((4, 6), (8, 9)), ((7, 7), (10, 10)), ((2, 3), (5, 5))])
 @pytest.mark.parametrize("prefix", [0, 1])
