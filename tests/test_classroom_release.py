@@ -1,6 +1,7 @@
 """The student versions: made from the instructor's sources, with no line of a solution and no hidden check."""
 
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -87,3 +88,23 @@ def test_a_check_without_an_exercise_is_a_clear_error():
     nb.cells[0].metadata["tags"] = []
     with pytest.raises(ValueError, match="has no exercise cell before it"):
         parse_exercises(nb, NAME)
+
+
+def test_the_release_holds_no_digest_of_a_quiz_answer(released):
+    """A digest of "a" to "d" gives the answer away: the released checks only say that an answer was written."""
+    digest = re.compile(r"[\"']([0-9a-f]{12})[\"']")
+    for path in NOTEBOOKS:
+        instructor = nbformat.read(path, as_version=4)
+        digests = {d for c in instructor.cells if "exercise-check" in tags(c) for d in digest.findall(c.source)}
+        text = "\n".join(c.source for c in nbformat.read(released / path.name, as_version=4).cells)
+        assert not [d for d in digests if d in text], path.name
+        if digests:
+            assert "answer recorded (the grader compares it" in text
+
+
+def test_the_library_solution_and_hidden_tests_are_not_package_data():
+    import vitlib
+
+    package = Path(vitlib.__file__).resolve().parent
+    assert not list(package.rglob("vit_from_scratch*.py")) and not list(package.rglob("test_*hidden*.py"))
+    assert "package-data" not in (COURSE.parent / "pyproject.toml").read_text()

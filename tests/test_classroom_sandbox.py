@@ -12,7 +12,6 @@ import pytest
 
 from vitlib.classroom import sandbox
 from vitlib.classroom.__main__ import main
-from vitlib.classroom.runner import UID_BASE
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=sandbox.INSTALL)
 REPO = Path(__file__).resolve().parent.parent
@@ -78,7 +77,7 @@ def test_the_sandbox_reads_only_the_environment_and_writes_only_its_scratch(tmp_
     denied = [str(secret), str(REPO / "vitlib" / "planted.py"), "/etc/planted", "/usr/planted"]
     log = tmp_path / "probe.log"
     argv = [sys.executable, "-c", PROBE, ",".join(readable + hidden), ",".join(writable + denied)]
-    uid = UID_BASE + 99_000
+    (uid,) = sandbox.allocate_uids(1)
     sandbox.prepare(scratch, uid)
     outcome = sandbox.run(scratch, argv, 120, log, uid, sandbox.Limits(memory_gb=4))
     assert outcome.returncode == 0, log.read_text()[-2000:]

@@ -99,6 +99,36 @@ def _clean(cell):
     return cell
 
 
+def strip_answer_digests(source: str) -> str:
+    """A check cell without the digests of `check_answer(question, answer, digest, hint=...)`: the digest of a short
+    answer ("a" to "d") gives it away to whoever hashes the four choices. The call becomes a check that an answer was
+    written; the grader compares the answer with the instructor's own (never with a digest)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    calls = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.Expr)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "id", None) == "check_answer"
+        and len(n.value.args) >= 2
+    ]
+    lines = source.splitlines(keepends=True)
+    for node in reversed(calls):  # statements of their own: replaced line by line, the last first
+        question, answer = (ast.get_source_segment(source, a) for a in node.value.args[:2])
+        indent = lines[node.lineno - 1][: node.col_offset]
+        text = (
+            f'{indent}assert {answer} is not ..., str({question}) + ": write your answer in the exercise cell first"\n'
+            f'{indent}print(str({question}) + ": answer recorded (the grader compares it with the instructor\'s)")\n'
+        )
+        lines[node.lineno - 1 : node.end_lineno] = [text]
+    return "".join(lines).rstrip("\n") + ("\n" if source.endswith("\n") else "")
+
+
 def release_notebook(nb, name: str = "notebook"):
     """The student version: no solution or hidden-check cells, exercise and check cells without outputs, the teaching
     cells with theirs (a student reads them before running), and a banner at the top."""
@@ -115,6 +145,8 @@ def release_notebook(nb, name: str = "notebook"):
         cell = _clean(cell)
         if cell.cell_type == "code" and (EXERCISE in t or CHECK in t):
             cell.outputs, cell.execution_count = [], None
+        if cell.cell_type == "code" and CHECK in t:
+            cell.source = strip_answer_digests(cell.source)
         cells.append(cell)
     banner = nbformat.v4.new_markdown_cell(BANNER)
     banner.id = "classroom-student-version"
@@ -202,7 +234,7 @@ def grading_notebook(
             collect[0].id, collect[0].metadata["classroom"]["capture"] = f"classroom-answers-{e.number}", True
         inserts.setdefault(pos, []).extend(
             collect
-            + [_check_cell(c.source, e, k, False) for k, c in enumerate(e.checks)]
+            + [_check_cell(strip_answer_digests(c.source), e, k, False) for k, c in enumerate(e.checks)]
             + [_check_cell(c.source, e, len(e.checks) + k, True) for k, c in enumerate(e.hidden if hidden else [])]
         )
     out_cells = []

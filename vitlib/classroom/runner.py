@@ -22,8 +22,6 @@ from tqdm.auto import tqdm
 
 from . import library, sandbox, worker
 
-UID_BASE = 200000  # as root, job n runs as user id UID_BASE + n (a user id of its own, no account needed)
-
 
 class ClassroomError(ValueError):
     """A usage error: the message says what was wrong and what to do."""
@@ -122,6 +120,7 @@ def skipped_folders(submissions: Path) -> list[dict]:
 
 
 def _record_all(assignments, cat, root: Path, options: Options, common: dict) -> dict[str, Path]:
+    uids = sandbox.allocate_uids(len(assignments))
     jobs = {
         a: dict(
             common,
@@ -130,7 +129,7 @@ def _record_all(assignments, cat, root: Path, options: Options, common: dict) ->
             kind="library" if a == library.ASSIGNMENT else "notebook",
             dir=str(root / "instructor" / a),
             log=str(root / "logs" / f"instructor-{a}.log"),
-            uid=UID_BASE - 1 - k if os.geteuid() == 0 else None,
+            uid=uids[k] if os.geteuid() == 0 else None,
             instructor=str(options.instructor or library.HERE),
             hidden_dir=options.hidden,
         )
@@ -181,7 +180,7 @@ def grade_class(
 
 
 def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: dict, common: dict) -> list[dict]:
-    jobs = []
+    jobs, uids = [], sandbox.allocate_uids(len(students) * len(assignments))
     for student in students:
         refused = worker.check_plain(submissions / student)
         for assignment in assignments:
@@ -201,7 +200,7 @@ def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: d
                     student_dir=str(submissions / student),
                     dir=str(root / "jobs" / f"{n:05d}"),  # numbered: no two students share a folder
                     log=str(root / "logs" / f"{n:05d}.log"),
-                    uid=UID_BASE + n if os.geteuid() == 0 else None,
+                    uid=uids[n - 1] if os.geteuid() == 0 else None,  # as root: a user id of its own
                     recorded=str(recorded[assignment]),
                 )
             )

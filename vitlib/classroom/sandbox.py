@@ -48,6 +48,21 @@ class Outcome:
     leftover: int  # processes of the job's user found (and killed) after it ended: 0 unless the sandbox leaks
 
 
+UID_MIN, UID_MAX = 10**6, 2 * 10**9  # the user ids of sandboxed jobs (no account needed)
+
+
+def allocate_uids(count: int) -> list[int]:
+    """`count` user ids no process uses now, at a random place of [UID_MIN, UID_MAX): two graders running at once
+    (or a grader and its tests) never share one, so cleaning up after a job cannot touch another grader's jobs."""
+    import random
+
+    used = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info["uids"]}
+    while True:
+        base = random.randrange(UID_MIN, UID_MAX - count)
+        if not any(base <= u < base + count for u in used):
+            return list(range(base, base + count))
+
+
 def bwrap() -> str:
     path = shutil.which("bwrap")
     if not path:
