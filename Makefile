@@ -20,7 +20,7 @@ help:
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
 	@echo "make setup    create $(VENV) and register the kernel"
 	@echo "make assignments    the student versions of the notebooks and the library assignment, in assignments/release"
-	@echo "make grade SUBMISSIONS=dir REPORTS=dir    grade a class (one folder per student)"
+	@echo "make grade SUBMISSIONS=dir REPORTS=dir [GRADE_ARGS='--workers 2 --hidden dir']    grade a class (one folder per student; needs bubblewrap)"
 	@echo "make check-assignments    grade every assignment for a synthetic class and check the scores"
 
 $(STAMP): pyproject.toml
@@ -76,7 +76,7 @@ assignments: setup
 	$(PY) -m vitlib.classroom release --out assignments/release
 
 grade: setup
-	$(PY) -m vitlib.classroom grade "$(SUBMISSIONS)" --out "$(REPORTS)"
+	$(PY) -m vitlib.classroom grade "$(SUBMISSIONS)" --out "$(REPORTS)" $(GRADE_ARGS)
 
 check-assignments: setup
 	OMP_NUM_THREADS=1 $(PY) -m vitlib.classroom check --out assignments/check

@@ -132,6 +132,7 @@ def _record_all(assignments, cat, root: Path, options: Options, common: dict) ->
             uid=uids[k] if os.geteuid() == 0 else None,
             instructor=str(options.instructor or library.HERE),
             hidden_dir=options.hidden,
+            notebooks=str(cat[a].parent) if a != library.ASSIGNMENT else None,  # the instructor's, for its own run
         )
         for k, a in enumerate(assignments)
     }
@@ -167,6 +168,7 @@ def grade_class(
                   parameters=options.parameters)  # fmt: skip
     try:
         recorded = _record_all(assignments, cat, root, options, common)
+        common["notebooks"] = str(_released_view(source, root / "released"))
         jobs = _jobs(students, assignments, cat, submissions, root, recorded, common)
         rows = _run_jobs(jobs, len(students), options)
     finally:
@@ -177,6 +179,22 @@ def grade_class(
     order = {(j["student"], j["assignment"]): i for i, j in enumerate(jobs)}
     rows.sort(key=lambda r: order[(r["student"], r["assignment"])])
     return rows + skipped_folders(submissions)
+
+
+def _released_view(source: Path, out: Path) -> Path:
+    """The student versions of the notebooks: what a student's sandbox sees at the course's notebooks/ (a notebook
+    that reads its own file, like 00, then reads the released one, never the instructor's)."""
+    import nbformat
+
+    from .notebooks import release_notebook
+
+    out.mkdir(parents=True)
+    for path in sorted(source.glob("[0-9][0-9]_*.ipynb")):
+        try:
+            nbformat.write(release_notebook(nbformat.read(path, as_version=4), path.name), out / path.name)
+        except ValueError:
+            continue  # not releasable: not there
+    return out
 
 
 def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: dict, common: dict) -> list[dict]:

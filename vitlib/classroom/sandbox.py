@@ -70,6 +70,11 @@ def bwrap() -> str:
     return path
 
 
+def course_notebooks() -> Path:
+    """Where the course's notebooks are (some read their own file, found next to vitlib)."""
+    return Path(__file__).resolve().parent.parent.parent / "notebooks"
+
+
 def _readable() -> list[Path]:
     """What the sandbox may read: the interpreter and its environment, vitlib's source and the course's data."""
     vitlib_dir = Path(__file__).resolve().parent.parent
@@ -79,8 +84,9 @@ def _readable() -> list[Path]:
     return [p for p in dict.fromkeys(p.resolve() for p in paths) if p.exists()]
 
 
-def command(scratch: Path, argv: list[str], uid: int | None) -> list[str]:
-    """The bwrap command line that runs `argv` with `scratch` at /home/student (the working folder)."""
+def command(scratch: Path, argv: list[str], uid: int | None, views: dict | None = None) -> list[str]:
+    """The bwrap command line that runs `argv` with `scratch` at /home/student (the working folder) and each folder of
+    `views` ({host folder: path in the sandbox}) read-only where the notebooks expect it."""
     root = os.geteuid() == 0
     cmd = [bwrap(), "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     if root:  # no user namespace: the command drops to `uid` itself (setpriv), so its processes have their own uid
@@ -99,6 +105,8 @@ def command(scratch: Path, argv: list[str], uid: int | None) -> list[str]:
         cmd += ["--perms", "0755", "--dir", str(q)]  # the folders above (like /root) without their host permissions
     for p in readable:
         cmd += ["--ro-bind", str(p), str(p)]
+    for host, inside in (views or {}).items():
+        cmd += ["--ro-bind", str(host), str(inside)]
     cmd += [
         "--proc",
         "/proc",
@@ -185,12 +193,20 @@ def _leftovers(uid: int | None) -> int:
     return len(found)
 
 
-def run(scratch: Path, argv: list[str], timeout: float, log: Path, uid: int | None, limits: Limits) -> Outcome:
+def run(
+    scratch: Path,
+    argv: list[str],
+    timeout: float,
+    log: Path,
+    uid: int | None,
+    limits: Limits,
+    views: dict | None = None,
+) -> Outcome:
     """Run `argv` in the sandbox; kill it (and every process it started) after `timeout` seconds."""
     start = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            command(scratch, argv, uid),
+            command(scratch, argv, uid, views),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

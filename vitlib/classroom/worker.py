@@ -78,7 +78,8 @@ def _run(job: dict, scratch: Path, inner: dict, limits: sandbox.Limits) -> sandb
     (scratch / ".classroom" / "job.json").write_text(json.dumps(inner))
     sandbox.prepare(scratch, job.get("uid"))
     argv = [sys.executable, f"{exp.CLASSROOM}/inside.py", f"{exp.CLASSROOM}/job.json"]
-    return sandbox.run(scratch, argv, job["timeout"], Path(job["log"]), job.get("uid"), limits)
+    views = {job["notebooks"]: sandbox.course_notebooks()} if job.get("notebooks") else None
+    return sandbox.run(scratch, argv, job["timeout"], Path(job["log"]), job.get("uid"), limits, views)
 
 
 def _notebook_job(job: dict, nb_path: str, allow_errors: bool) -> dict:
