@@ -10,6 +10,7 @@ user id of its own (one per job), so its processes can be counted and signal no 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import shutil
@@ -148,6 +149,10 @@ def _limit(limits: Limits, timeout: float):
     memory = int(limits.memory_gb * 2**30)
 
     def apply():  # in the child, before bwrap runs: bwrap and everything it starts inherit them
+        try:  # bwrap dies with the grader's thread that started it (a grader killed outright stops its jobs)
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * 2**20,) * 2)

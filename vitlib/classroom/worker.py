@@ -164,8 +164,10 @@ def _rows_for_all(exercises, status: str, message: str) -> list[dict]:
 
 
 def _library_rows(status: str, message: str) -> list[dict]:
-    return [dict(exercise=k, title=t, points=0, max_points=p, status=status, message=message) for k, t, p in
-            library.EXERCISES]  # fmt: skip
+    return [
+        dict(exercise=k, title=t, points=0, max_points=p, status=status, message=message)
+        for k, t, p in library.EXERCISES
+    ]
 
 
 def read_student_notebook(path: Path):
@@ -186,7 +188,22 @@ def read_student_notebook(path: Path):
 
 
 def grade(job: dict, limits: sandbox.Limits) -> list[dict]:
-    """The rows of one student's one assignment (never raises for what a student did)."""
+    """The rows of one student's one assignment; never raises (a grader error is an error row, traceback in the
+    job's log), so one odd submission cannot stop the class."""
+    try:
+        return _grade(job, limits)
+    except Exception:
+        import traceback
+
+        with open(job["log"], "a") as log:
+            log.write("\n" + traceback.format_exc())
+        message = f"the grader failed on this submission (details in {job['log']} with --keep)"
+        if job["kind"] == "library":
+            return _library_rows("error", message)
+        return _rows_for_all(parse_exercises(nbformat.read(job["source"], as_version=4)), "error", message)
+
+
+def _grade(job: dict, limits: sandbox.Limits) -> list[dict]:
     is_library = job["kind"] == "library"
     exercises = None if is_library else parse_exercises(nbformat.read(job["source"], as_version=4))
     fail = (lambda s, m: _library_rows(s, m)) if is_library else (lambda s, m: _rows_for_all(exercises, s, m))
