@@ -8,7 +8,7 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course site test test-variants lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
+.PHONY: setup course site test test-variants test-full-presets lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
 .DEFAULT_GOAL := help
 
 help:
@@ -16,6 +16,7 @@ help:
 	@echo "make site     set up if needed, then build the course's website from the committed notebooks (_build/site)"
 	@echo "make test     set up if needed, then the linter (ruff), pytest on vitlib and nbval on every notebook"
 	@echo "make test-variants    every notebook at every one of its non-default parameter sets (make test runs the first)"
+	@echo "make test-full-presets    every notebook's full preset with shrunk budgets, on the bundled data (CI runs it)"
 	@echo "make format   format the code with ruff (make lint checks it without changing anything)"
 	@echo "make lab      start JupyterLab on the course with the '$(KERNEL)' kernel"
 	@echo "make setup    create $(VENV) and register the kernel"
@@ -47,6 +48,10 @@ test: setup lint
 # every non-default parameter set each notebook lists in metadata.vitlib.variants (about 30-40 minutes on 2 cores)
 test-variants: setup
 	VITLIB_VARIANTS=all OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_notebook_variants.py -q -n auto --dist loadscope
+
+# every notebook's `full` preset with its budgets shrunk, on the bundled data (about 10 minutes on 2 cores; CI runs it)
+test-full-presets: setup
+	VITLIB_FULL_PRESETS=1 OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_full_presets.py -q -n auto --dist loadscope
 
 # ruff: format and lint rules in pyproject.toml (120 columns); CI fails on a lint error or unformatted code
 lint: setup

@@ -1,24 +1,18 @@
 """vitlib's layout: model <- data <- objectives <- train <- studies, nothing importing from a layer above it, no
-import circle (imports inside functions included), small modules and functions, and the old module paths kept as
-deprecated aliases."""
+import circle (imports inside functions included), and small modules and functions."""
 
 from __future__ import annotations
 
 import ast
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
-
-from vitlib._compat import MOVED
 
 PACKAGE = Path(__file__).resolve().parent.parent / "vitlib"
 # the layer of each part of vitlib; a module may import from its own layer and the ones below
 LAYERS = {
     "vitlib._version": 0,
     "vitlib.utils": 0,
-    "vitlib._compat": 0,
     "vitlib.model": 1,
     "vitlib.data": 2,
     "vitlib.objectives": 3,
@@ -134,15 +128,3 @@ def test_the_size_check_lists_every_offender(tmp_path):
     (tmp_path / "fine.py").write_text("x = 1\n")
     found = oversized({p.stem: p for p in tmp_path.iterdir()})
     assert found == [f"big: {MAX_MODULE_LINES + 1} lines", f"long.f: {MAX_FUNCTION_LINES + 1} lines"]
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_old_module_paths_still_work_with_a_warning(old):
-    new = importlib.import_module(MOVED[old][0])
-    name = next(n for n in dir(new) if not n.startswith("_") and callable(getattr(new, n)))
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: its names are now in {MOVED[old][0]}"):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(new, name)
-    with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
-        module.not_a_name  # noqa: B018

@@ -1,4 +1,4 @@
-"""vitlib.notebook.check_parameters: papermill parameters checked against the notebook's `parameters` cell."""
+"""vitlib.studies.notebook.check_parameters: papermill parameters checked against the notebook's `parameters` cell."""
 
 import pytest
 

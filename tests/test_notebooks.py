@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vitlib.studies.notebook import declared_parameters
+from vitlib.studies.notebook import declared_parameters, declared_ranges, out_of_range
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
@@ -53,6 +53,28 @@ def test_one_typed_documented_parameters_cell_then_the_check(path):
         assert kind is not None, f"{path.name}: parameter {name} has no (known) type annotation"
     after = src(cells[tagged[0] + 1])
     assert "check_parameters(In, globals())" in after, f"{path.name}: the cell after the parameters must check them"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_numeric_parameter_has_a_range_that_holds_its_presets(path):
+    """A range per number (checked before any work), and every value the course itself passes lies inside it."""
+    nb = load(path)
+    cell = src([c for c in code_cells(nb) if "parameters" in tags(c)][0])
+    declared, ranges = declared_parameters(cell), declared_ranges(cell)
+    namespace = {}
+    exec(cell, namespace)
+    for name, kind in declared.items():  # the course's list parameters are lists of numbers
+        if kind in (int, float, list):
+            assert name in ranges, f"{path.name}: numeric parameter {name!r} needs a range: '# [low, high] help'"
+    meta = nb["metadata"].get("vitlib", {})
+    runs = [("default", {n: namespace[n] for n in declared})] + [
+        (f"variant {i}", v) for i, v in enumerate(meta.get("variants", []))
+    ]
+    runs += [("full_smoke", meta["full_smoke"])] if "full_smoke" in meta else []
+    for label, values in runs:
+        for name, value in values.items():
+            if name in ranges:
+                assert out_of_range(name, value, ranges[name]) is None, f"{path.name} {label}: {name}={value!r}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

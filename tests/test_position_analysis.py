@@ -1,4 +1,4 @@
-"""vitlib.analysis.position_structure / similarity_by_distance: Fig. 7 (center) as numbers."""
+"""vitlib.studies.embeddings.position_structure / similarity_by_distance: Fig. 7 (center) as numbers."""
 
 import math
 

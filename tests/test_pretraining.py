@@ -1,6 +1,6 @@
 """Pre-training on one pipeline: the named recipes (vitlib.train.presets) and the command line that takes them, the
 self-supervised objectives run by vitlib.train (resumable like supervised runs), and transfer from a run folder
-(vitlib.finetune.load_pretrained)."""
+(vitlib.train.load_pretrained)."""
 
 from __future__ import annotations
 

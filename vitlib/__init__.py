@@ -9,7 +9,6 @@ Four layers, each importing only from those before it:
     vitlib.studies      what the notebooks run: experiments and verdicts, sweeps, costs, inspection, probes, plots
 """
 
-from . import _compat
 from ._version import __version__
 from .model import (
     MLP,
@@ -40,8 +39,6 @@ from .model import (
     unpatchify,
 )
 from .model.config import POS_EMBED_KINDS
-
-_compat.install()
 
 __all__ = [
     "__version__",

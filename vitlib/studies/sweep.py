@@ -1,5 +1,5 @@
-"""Learning-rate sweeps on top of `vitlib.experiments`: train each design at several learning rates, pick each one's
-best rate on the validation set, and compare the designs at one shared rate and at their own best rates.
+"""Learning-rate sweeps on top of `vitlib.studies.experiments`: train each design at several learning rates, pick each
+one's best rate on the validation set, and compare the designs at one shared rate and at their own best rates.
 
 Why it matters (Appendix D.3, Fig. 9): the [class] token and global average pooling (GAP) "work similarly well, but
 require different learning-rates" -- a design compared at a single learning rate tuned for the other one looks worse

@@ -72,7 +72,7 @@ class TrainConfig:
 
     @classmethod
     def from_preset(cls, name: str | None, **overrides) -> TrainConfig:
-        """A named recipe of vitlib.presets (e.g. 'paper-imagenet', 'deit', 'fmnist-5min'); keyword options win."""
+        """A named recipe of vitlib.train.presets ('paper-imagenet', 'deit', ...); keyword options win."""
         unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"unknown TrainConfig option(s) {unknown}: see python -m vitlib.train --help.")
@@ -80,7 +80,7 @@ class TrainConfig:
 
 
 HELP = {
-    "dataset": "data set name (vitlib.datasets.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
+    "dataset": "data set name (vitlib.data.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
     "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
     "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
     "objective": "classify (supervised, the labels), mae (masked autoencoder), mpp (the paper's masked patch "
