@@ -200,12 +200,6 @@ def test_relative_resize_to_a_wider_grid_keeps_whole_rows(small_vit):
         assert read(dc) == pytest.approx(dc / 2, abs=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RelativePosition.resize stretches the flattened table by (L - 1)/(L' - 1) for every offset: without a "
-    "[class] token the row step 14 reads 6.93 instead of 7; when the height changes a column step shrinks with the "
-    "number of rows (7x7 -> 14x7: offset 1 reads 0.5 instead of 1). A fix needs the grids in attention.py and vit.py.",
-)
 @pytest.mark.parametrize(
     "image_size, options, expected",
     [
@@ -216,6 +210,8 @@ def test_relative_resize_to_a_wider_grid_keeps_whole_rows(small_vit):
     ids=["wider-gap", "taller", "both"],
 )
 def test_relative_resize_keeps_rows_and_columns_apart(small_vit, image_size, options, expected):
+    """Before the fix, RelativePosition.resize stretched the flattened table by (L - 1)/(L' - 1) for every offset:
+    without a [class] token the row step 14 read 6.93 instead of 7; 7x7 -> 14x7 made a column step read 0.5."""
     read, _ = offsets_read_after_resize(small_vit, image_size, **options)
     assert {offset: round(read(offset), 4) for offset in expected} == expected
 
@@ -243,3 +239,11 @@ def test_sincos_2d_equals_timms_with_the_channels_in_another_order():
     theirs = build_sincos2d_pos_embed(list(grid), dim)
     reordered = torch.cat([theirs[:, :q], theirs[:, 2 * q : 3 * q], theirs[:, q : 2 * q], theirs[:, 3 * q :]], dim=1)
     assert torch.allclose(sincos_2d(grid, dim), reordered, atol=1e-6)
+
+
+@pytest.mark.parametrize("options", [{}, {"pool": "gap"}])
+def test_relative_resize_to_the_same_grid_keeps_the_table(small_vit, options):
+    model = small_vit(pos_embed="relative", **options)
+    before = [block.attn.rel_pos.table.clone() for block in model.blocks]
+    model.set_image_size(28)
+    assert all(torch.equal(b, block.attn.rel_pos.table) for b, block in zip(before, model.blocks))

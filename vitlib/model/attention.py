@@ -32,10 +32,23 @@ class RelativePosition(nn.Module):
         return torch.einsum("bhid,ijd->bhij", q, self.table[self.offsets])
 
     @torch.no_grad()
-    def resize(self, num_tokens: int) -> None:
-        table = F.interpolate(self.table.T[None], size=2 * num_tokens - 1, mode="linear", align_corners=True)[0].T
-        self.__init__(num_tokens, table.shape[1])
-        self.table.copy_(table)
+    def resize(self, old_grid: tuple[int, int], new_grid: tuple[int, int], prefix: int) -> None:
+        """For a new patch grid (section 3.2): each new offset, split into rows and columns of the new grid (the
+        nearest row), is scaled to the old grid (rows by H/H', columns by W/W') and read from the old table by linear
+        interpolation. The same grid gives the same table; the [class] token's offsets follow the same rule."""
+        (h, w), (h2, w2) = old_grid, new_grid
+        num_tokens = h2 * w2 + prefix
+        new = torch.arange(-(num_tokens - 1), num_tokens, dtype=torch.float64, device=self.table.device)
+        rows = torch.round(new / w2)
+        at = rows * (h / h2) * w + (new - rows * w2) * (w / w2) + (self.num_tokens - 1)  # a place in the old table
+        at = at.clamp(0, len(self.table) - 1)
+        lo = at.floor().long()
+        hi = (lo + 1).clamp(max=len(self.table) - 1)
+        frac = (at - lo).to(self.table.dtype)[:, None]
+        self.table = nn.Parameter(self.table[lo] * (1 - frac) + self.table[hi] * frac)
+        self.num_tokens = num_tokens
+        idx = torch.arange(num_tokens, device=self.table.device)
+        self.offsets = idx[:, None] - idx[None, :] + num_tokens - 1
 
 
 class MultiHeadSelfAttention(nn.Module):

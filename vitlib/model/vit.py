@@ -174,13 +174,13 @@ class VisionTransformer(nn.Module):
         size = pair(image_size, "image_size")
         if isinstance(self.patch_embed, HybridEmbedding):
             raise NotImplementedError("set_image_size is not supported for hybrid models; build a new model instead.")
-        grid = check_patch_size(size, self.patch_embed.patch_size)
+        grid, old_grid = check_patch_size(size, self.patch_embed.patch_size), tuple(self.patch_embed.grid)
         self.pos_embed.resize(grid)
         self.patch_embed.image_size, self.patch_embed.grid = size, grid
         self.patch_embed.num_patches = grid[0] * grid[1]
         for block in self.blocks:
             if block.attn.rel_pos is not None:
-                block.attn.rel_pos.resize(self.num_patches + self.num_prefix_tokens)
+                block.attn.rel_pos.resize(old_grid, grid, self.num_prefix_tokens)
         self.config = self.config.replace(image_size=size[0] if size[0] == size[1] else size)
 
 
