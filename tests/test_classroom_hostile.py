@@ -13,7 +13,7 @@ import psutil
 import pytest
 from classroom_fixtures import MARKER, NAME, QUIZ, hostile_class
 
-from vitlib.classroom.sandbox import INSTALL, UID_MIN
+from vitlib.classroom.sandbox import INSTALL
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=INSTALL)
 
@@ -24,12 +24,9 @@ def fingerprint(folder):
 
 
 def leftovers():
-    found = []
-    for p in psutil.process_iter(["cmdline", "uids"]):
-        cmd = p.info["cmdline"] or []
-        if any(MARKER in part for part in cmd) or (p.info["uids"] and UID_MIN <= p.info["uids"].real < 2**32 - 1):
-            found.append((p.pid, cmd[:3]))
-    return found
+    """Processes the hostile students started (their command lines carry MARKER). Processes of the grader's job user
+    ids are checked by the grader itself (a warning on stderr): other tests may be grading at the same time."""
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if any(MARKER in part for part in p.info["cmdline"] or [])]
 
 
 @pytest.fixture(scope="module")
