@@ -60,6 +60,7 @@ def test_malformed_data_is_a_wrong_answer_not_a_crash():
     assert verdict.judge({"values": {"q1": ["str", "c"]}}, {"values": {"q1": ["str", "b"]}})[0] == "failed"
     assert verdict.judge({"values": {"q1": ["str", "c"]}}, {"values": "nonsense"})[0] == "failed"
     assert verdict.judge({"values": {"q1": ["str", "c"]}}, None)[0] == "error"
+    assert verdict.judge({}, {"values": {}})[0] == "error"  # nothing recorded: never free points
 
 
 def test_calls_are_judged_with_their_inputs_origin(tmp_path):

@@ -133,6 +133,8 @@ def _call_text(call: dict, index: int, count: int) -> str:
 def judge(expected: dict, answers: dict | None, calls: list[int] | None = None) -> tuple[str, str, bool]:
     """(status, message, hidden) of one exercise: status passed, failed, error or timeout; `hidden` when the first
     difference is a call of a hidden check. `calls`: the indices of expected['calls'] that count (default all)."""
+    if not expected.get("values") and not (expected.get("calls") if calls is None else calls):
+        return "error", "not graded: the instructor's run recorded nothing to compare for this exercise", False
     if answers is None:
         return "error", "not graded: your answers were not collected (your notebook stopped before this check)", False
     got_values = answers.get("values") if isinstance(answers.get("values"), dict) else {}
