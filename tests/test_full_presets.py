@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import pytest
+from notebook_runs import execute
 
 from vitlib.studies.notebook import _type_ok, declared_parameters
 
@@ -55,26 +56,15 @@ def test_every_notebook_with_presets_lists_its_shrunk_full_run():
 
 
 def run_full_preset(path: Path, tmp_path: Path, monkeypatch) -> None:
-    import papermill
-
     nb = load(path)
     params = dict(nb["metadata"]["vitlib"]["full_smoke"])
-    if "out" in declared(nb):
-        params["out"] = str(tmp_path / "results")  # never write into results/ or runs/
     if "device" in declared(nb):
         params["device"] = "cpu"
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(BUNDLED_AS_FULL)
     monkeypatch.setenv("PYTHONPATH", str(shim))  # the kernel inherits it; this process does not re-read it
-    papermill.execute_notebook(
-        str(path),
-        str(tmp_path / path.name),
-        parameters=params,
-        cwd=str(path.parent),
-        kernel_name="python3",
-        progress_bar=False,
-    )
+    execute(path, tmp_path, params, declared(nb))
 
 
 def _full_class(path: Path):

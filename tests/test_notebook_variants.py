@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from notebook_runs import execute
 
 from vitlib.studies.notebook import _type_ok, declared_parameters
 
@@ -46,20 +47,8 @@ def test_every_notebook_lists_non_default_runs(path):
 
 
 def run_variant(path: Path, index: int, tmp_path: Path):
-    import papermill
-
     nb = load(path)
-    params = dict(variants(nb)[index])
-    if "out" in declared(nb):
-        params["out"] = str(tmp_path / "results")  # never write into results/ or runs/
-    papermill.execute_notebook(
-        str(path),
-        str(tmp_path / path.name),
-        parameters=params,
-        cwd=str(path.parent),
-        kernel_name="python3",
-        progress_bar=False,
-    )
+    execute(path, tmp_path, variants(nb)[index], declared(nb))
 
 
 def _variant_class(path: Path):
