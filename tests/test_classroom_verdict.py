@@ -1,12 +1,15 @@
 """The grader's comparison (verdict.py) of answers encoded as data (capture.py): no sandbox needed."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from vitlib.classroom import capture, verdict
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def same(a, b):
@@ -78,3 +81,36 @@ def test_calls_are_judged_with_their_inputs_origin(tmp_path):
     assert verdict.load(big) == {"values": {}}
     (tmp_path / "link.json").symlink_to(big)
     assert verdict.load(tmp_path / "link.json") is None and verdict.load(tmp_path / "none.json") is None
+
+
+def test_a_measured_answer_is_judged_within_its_tolerance():
+    """09's speed_ratio is timed in each run: course.rtol lets it come near the instructor's, and nothing else."""
+    expected = {"values": {"speed_ratio": capture.encode(2.0), "flops_ratio": capture.encode(12.25)}}
+
+    def judged(speed, flops):
+        answers = {"values": {"speed_ratio": capture.encode(speed), "flops_ratio": capture.encode(flops)}}
+        return verdict.judge(expected, answers, rtol={"speed_ratio": 0.5})[0]
+
+    assert judged(2.6, 12.25) == "passed" and judged(1.3, 12.25) == "passed"
+    assert judged(0.5, 12.25) == "failed"  # the inverse ratio is no measurement noise
+    assert judged(2.0, 12.3) == "failed"  # the counted FLOPs get no tolerance
+    assert (
+        verdict.judge(expected, {"values": {"speed_ratio": capture.encode(2.6), "flops_ratio": capture.encode(12.25)}})[
+            0
+        ]
+        == "failed"
+    )
+
+
+def test_rtol_comes_from_the_check_cell_and_must_be_sane():
+    import nbformat
+    import pytest
+
+    from vitlib.classroom.notebooks import parse_exercises
+
+    nb = nbformat.read(REPO / "notebooks" / "09_patch_size_and_shape.ipynb", as_version=4)
+    assert any(e.rtol == {"speed_ratio": 0.5} for e in parse_exercises(nb, "09"))
+    check = next(c for c in nb.cells if "exercise-check" in c.metadata.get("tags", []))
+    check.metadata["course"] = {"rtol": {"x": "lots"}}
+    with pytest.raises(ValueError, match="course.rtol maps answer names to tolerances"):
+        parse_exercises(nb, "09")

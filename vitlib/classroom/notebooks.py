@@ -38,6 +38,20 @@ class Exercise:
     checks: list = field(default_factory=list)  # the instructor's exercise-check cells
     hidden: list = field(default_factory=list)  # the instructor's hidden-check cells
     first_index: int = 0  # index of its first exercise cell in the instructor notebook
+    rtol: dict = field(default_factory=dict)  # answers that are measurements (timings): name -> relative tolerance
+
+
+def _rtol(cells, where: str) -> dict:
+    """metadata course.rtol of an exercise-check cell, {name: relative tolerance}: an answer measured in the run (a
+    speed, a time) cannot equal the instructor's run, only come near it."""
+    found = [c["metadata"]["course"]["rtol"] for c in cells if "rtol" in c.get("metadata", {}).get("course", {})]
+    value = found[0] if found else {}
+    ok = isinstance(value, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 10 for v in value.values()
+    )
+    if not ok:
+        raise ValueError(f"{where}: metadata course.rtol maps answer names to tolerances in [0, 10), got {value!r}.")
+    return value
 
 
 def _points(cells, where: str) -> float:
@@ -87,6 +101,7 @@ def parse_exercises(nb, name: str = "notebook") -> list[Exercise]:
                 checks,
                 hidden,
                 first,
+                _rtol(checks, f"{name}, exercise {number}"),
             )
         )
     return exercises

@@ -94,6 +94,9 @@ def command(scratch: Path, argv: list[str], uid: int | None, views: dict | None 
         cmd += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     else:
         cmd += ["--unshare-all"]
+    # the private /tmp first: what is bound below may lie under /tmp on the host (a checkout or venv in /tmp)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", "--tmpfs", "/var/tmp"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/") / name
         if p.is_symlink():
@@ -102,26 +105,13 @@ def command(scratch: Path, argv: list[str], uid: int | None, views: dict | None 
             cmd += ["--ro-bind", str(p), str(p)]
     readable = _readable()
     parents = {q for p in readable for q in p.parents if q != Path("/")}
-    for q in sorted(q for q in parents if not any(q == r or r in q.parents for r in readable)):
+    private = {Path("/tmp"), Path("/var/tmp"), Path("/proc"), Path("/dev")}
+    for q in sorted(q for q in parents - private if not any(q == r or r in q.parents for r in readable)):
         cmd += ["--perms", "0755", "--dir", str(q)]  # the folders above (like /root) without their host permissions
     for p in readable:
         cmd += ["--ro-bind", str(p), str(p)]
     for host, inside in (views or {}).items():
         cmd += ["--ro-bind", str(host), str(inside)]
-    cmd += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/var/tmp",
-    ]
     cmd += ["--perms", "0755", "--dir", "/home", "--bind", str(scratch), HOME, "--chdir", HOME, "--"]
     if root and uid is not None:
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"

@@ -57,15 +57,16 @@ def _array(v):
     return a.reshape([int(s) for s in shape])
 
 
-def differ(expected, got) -> str | None:
-    """None when `got` is the expected value; else what differs, without giving the expected value away."""
+def differ(expected, got, rtol: float = 0.0) -> str | None:
+    """None when `got` is the expected value (numbers within `rtol` of it, for a measured answer); else what differs,
+    without giving the expected value away."""
     try:
-        return _differ(expected, got)
+        return _differ(expected, got, rtol)
     except (ValueError, TypeError, IndexError, KeyError, RecursionError, OverflowError):
         return "it is not well-formed data"
 
 
-def _differ(e, g) -> str | None:
+def _differ(e, g, rtol: float = 0.0) -> str | None:
     ke, kg = _kind(e), _kind(g)
     if ke != kg:
         return f"it is {_describe(g)}, not {_describe(e)}"
@@ -77,17 +78,17 @@ def _differ(e, g) -> str | None:
         a, b = _number(e[1]), _number(g[1])
         if math.isnan(a) and math.isnan(b):
             return None
-        return None if math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) else "it is the wrong number"
+        return None if math.isclose(a, b, rel_tol=max(rtol, 1e-6), abs_tol=1e-9) else "it is the wrong number"
     if ke == "str":
         same = " ".join(str(e[1]).lower().split()) == " ".join(str(g[1]).lower().split())
         return None if same and isinstance(g[1], str) else "it is not the answer"
     if ke == "array":
-        return _differ_arrays(_array(e), _array(g))
+        return _differ_arrays(_array(e), _array(g), rtol)
     if ke in ("seq", "set"):
         if len(e[1]) != len(g[1]):
             return f"it has {len(g[1])} items, not {len(e[1])}"
         for i, (x, y) in enumerate(zip(e[1], g[1])):
-            d = _differ(x, y)
+            d = _differ(x, y, rtol)
             if d:
                 return f"item {i}: {d}"
         return None
@@ -97,12 +98,12 @@ def _differ(e, g) -> str | None:
             return "its keys are not the expected ones"
         got = {json.dumps(k): v for k, v in g[1]}
         for k, v in e[1]:
-            d = _differ(v, got[json.dumps(k)])
+            d = _differ(v, got[json.dumps(k)], rtol)
             if d:
                 return f"[{json.loads(json.dumps(k))[-1]!r}]: {d}"
         return None
     if ke in ("module", "record"):
-        return _differ(e[2], g[2]) if e[1] == g[1] else f"it is a {str(g[1])[:60]}, not a {e[1]}"
+        return _differ(e[2], g[2], rtol) if e[1] == g[1] else f"it is a {str(g[1])[:60]}, not a {e[1]}"
     if ke == "object":
         return None if e[1] == g[1] else f"it is {_describe(g)}, not {_describe(e)}"
     if ke == "raises":
@@ -110,14 +111,14 @@ def _differ(e, g) -> str | None:
     return "it is not well-formed data"
 
 
-def _differ_arrays(a, b) -> str | None:
+def _differ_arrays(a, b, rtol: float = 0.0) -> str | None:
     if a.shape != b.shape:
         return f"its shape is {tuple(b.shape)}, not {tuple(a.shape)}"
     kinds = {"b": "bool", "i": "int", "u": "int", "f": "float"}
     if kinds.get(a.dtype.kind) != kinds.get(b.dtype.kind):
         return f"its dtype is {b.dtype}, expected a {kinds.get(a.dtype.kind, a.dtype.kind)} dtype"
     if a.dtype.kind == "f":
-        if np.allclose(b, a, rtol=RTOL, atol=ATOL, equal_nan=True):
+        if np.allclose(b, a, rtol=max(RTOL, rtol), atol=ATOL, equal_nan=True):
             return None
         worst = np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64))) if a.size else 0
         return f"its values differ (largest difference {worst:.3g})"
@@ -130,9 +131,12 @@ def _call_text(call: dict, index: int, count: int) -> str:
     return f"{where}{call.get('name')}(...) on input {index + 1} of {count} of the checks"
 
 
-def judge(expected: dict, answers: dict | None, calls: list[int] | None = None) -> tuple[str, str, bool]:
+def judge(
+    expected: dict, answers: dict | None, calls: list[int] | None = None, rtol: dict | None = None
+) -> tuple[str, str, bool]:
     """(status, message, hidden) of one exercise: status passed, failed, error or timeout; `hidden` when the first
-    difference is a call of a hidden check. `calls`: the indices of expected['calls'] that count (default all)."""
+    difference is a call of a hidden check. `calls`: the indices of expected['calls'] that count (default all);
+    `rtol`: {answer name: relative tolerance} for answers measured in the run (course.rtol of the check cell)."""
     if not expected.get("values") and not (expected.get("calls") if calls is None else calls):
         return "error", "not graded: the instructor's run recorded nothing to compare for this exercise", False
     if answers is None:
@@ -142,7 +146,7 @@ def judge(expected: dict, answers: dict | None, calls: list[int] | None = None) 
         g = got_values.get(name, ["missing"])
         if _kind(g) == "todo":
             return "failed", f"`{name}` is still `...`: fill in the exercise cell", False
-        d = differ(value, g)
+        d = differ(value, g, (rtol or {}).get(name, 0.0))
         if d:
             return "failed", f"`{name}`: {d}", False
     exp_calls, got_calls = expected.get("calls", []), answers.get("calls")

@@ -257,7 +257,7 @@ def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
     for e, row in zip(exercises, messages):
         expected = verdict.load(recorded / "expected" / f"{exp.key_file(e)}.json") or {}
         answers = verdict.load(scratch / ".classroom" / "answers" / f"{exp.key_file(e)}.json")
-        rows.append(merge(row, verdict.judge(expected, answers), e.points, notes.get(e.key)))
+        rows.append(merge(row, verdict.judge(expected, answers, rtol=e.rtol), e.points, notes.get(e.key)))
     return rows
 
 
