@@ -2,9 +2,8 @@
 
 An exercise in an instructor notebook is one or more cells tagged `exercise` (a statement and a code stub), then a
 cell tagged `solution`, then one or more cells tagged `exercise-check`, then optionally cells tagged `hidden-check`
-(only in the instructor's notebook). Its points are `metadata.course.points` of one of its exercise cells (default 1).
-Its identity is the `id` of its first exercise code cell, which JupyterLab keeps while a student edits the cell;
-without ids the exercises are matched by their order.
+(only in the instructor's notebook). Its points are `metadata.course.points` (default 1); its identity is the `id` of
+its first exercise code cell (JupyterLab keeps it while a student edits), else its order.
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 import nbformat
+
+from . import verdict
 
 EXERCISE, SOLUTION, CHECK, HIDDEN = "exercise", "solution", "exercise-check", "hidden-check"
 BANNER = (
@@ -39,19 +40,6 @@ class Exercise:
     hidden: list = field(default_factory=list)  # the instructor's hidden-check cells
     first_index: int = 0  # index of its first exercise cell in the instructor notebook
     rtol: dict = field(default_factory=dict)  # answers that are measurements (timings): name -> relative tolerance
-
-
-def _rtol(cells, where: str) -> dict:
-    """metadata course.rtol of an exercise-check cell, {name: relative tolerance}: an answer measured in the run (a
-    speed, a time) cannot equal the instructor's run, only come near it."""
-    found = [c["metadata"]["course"]["rtol"] for c in cells if "rtol" in c.get("metadata", {}).get("course", {})]
-    value = found[0] if found else {}
-    ok = isinstance(value, dict) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 10 for v in value.values()
-    )
-    if not ok:
-        raise ValueError(f"{where}: metadata course.rtol maps answer names to tolerances in [0, 10), got {value!r}.")
-    return value
 
 
 def _points(cells, where: str) -> float:
@@ -101,7 +89,7 @@ def parse_exercises(nb, name: str = "notebook") -> list[Exercise]:
                 checks,
                 hidden,
                 first,
-                _rtol(checks, f"{name}, exercise {number}"),
+                verdict.tolerances(checks, f"{name}, exercise {number}"),
             )
         )
     return exercises

@@ -171,3 +171,16 @@ def judge(
         if d:
             return "failed", f"{text}: the output is wrong: {d}", hidden
     return "passed", "", False
+
+
+def tolerances(cells, where: str) -> dict:
+    """metadata course.rtol of an exercise-check cell, {name: relative tolerance}: an answer measured in the run (a
+    speed, a time) cannot equal the instructor's run, only come near it."""
+    found = [c["metadata"]["course"]["rtol"] for c in cells if "rtol" in c.get("metadata", {}).get("course", {})]
+    value = found[0] if found else {}
+    ok = isinstance(value, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 10 for v in value.values()
+    )
+    if not ok:
+        raise ValueError(f"{where}: metadata course.rtol maps answer names to tolerances in [0, 10), got {value!r}.")
+    return value
