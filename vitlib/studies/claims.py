@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..utils import write_json
+from .forest import forest_plot
+from .stats import holm
 
 # id -> the paper's statement, where it is, and the notebook that tests it
 CLAIMS = {
@@ -164,6 +166,7 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
                         "se": v["se"],
                         "margin": v.get("margin"),
                         "compared": v["compared"],
+                        **{k: v[k] for k in ("low", "high", "level", "p", "df", "test") if v.get(k) is not None},
                     },
                     "verdict": v["verdict"],
                     "why": v.get("why", ""),
@@ -176,21 +179,34 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
     return found
 
 
+RULE = (
+    "reproduced: the 95% interval of the effect (Welch's t, or the paired t where the arms share seeds) lies wholly on "
+    "the paper's side of zero; contradicted: wholly on the other side; inconclusive: neither. Equality claims: two "
+    "one-sided tests, the 90% interval inside a margin stated before the run. Results recorded before this rule say "
+    "'2-SE rule': beyond 2 standard errors"
+)
+
+
 def report(results: str | Path = "results") -> dict:
-    """results/claims.json and results/CLAIMS.md from every scale's results; returns the claims.json content."""
+    """results/claims.json, results/CLAIMS.md and the forest plot results/claims_forest.svg from every scale's
+    results, with Holm's adjustment over the claims of each scale that have a p-value; returns claims.json's content."""
     results = Path(results)
     by_scale = {scale: results_of(results, scale) for scale in SCALES}
+    for found in by_scale.values():
+        tested = [f for f in found.values() if f["ours"].get("p") is not None]
+        for f, adjusted in zip(tested, holm([f["ours"]["p"] for f in tested])):
+            f["ours"]["p_holm"] = adjusted
     claims = [
         {"id": cid, **spec, **{scale: by_scale[scale].get(cid) for scale in SCALES}} for cid, spec in CLAIMS.items()
     ]
     out = {
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "scales": list(SCALES),
-        "rule": "reproduced: the paper's direction beyond 2 standard errors (equality: within the margin, noise "
-        "included); contradicted: the opposite beyond 2 SE; inconclusive: neither",
+        "rule": RULE,
         "claims": claims,
     }
     write_json(results / "claims.json", out)
+    forest_plot(out, results / "claims_forest.svg")
     (results / "CLAIMS.md").write_text(markdown(out))
     return out
 
@@ -200,27 +216,36 @@ def _cell(found: dict | None, scale: str) -> str:
         return "not measured yet: needs a GPU" if scale == "full" else "not run yet"
     o = found["ours"]
     margin = f", margin ±{o['margin']:g}" if o.get("margin") else ""
-    return (
-        f"**{found['verdict']}** {o['effect']:+.3f} ± {o['se']:.3f}{margin} "
-        f"({found['seeds']} seeds, {found['minutes']:g} min)"
-    )
+    if o.get("p") is None:
+        ours = f"{o['effect']:+.3f} ± {o['se']:.3f} SE{margin}, 2-SE rule"
+    else:
+        holm_p = f", Holm {o['p_holm']:.2g}" if o.get("p_holm") is not None else ""
+        ours = f"{o['effect']:+.3f} [{o['low']:+.3f}, {o['high']:+.3f}]{margin}, p {o['p']:.2g}{holm_p}"
+    return f"**{found['verdict']}** {ours} ({found['seeds']} seeds, {found['minutes']:g} min)"
 
 
 def markdown(content: dict) -> str:
-    """The claims table: one row per claim, a column per scale (verdict, effect ± SE, seeds, minutes)."""
+    """The claims report: the forest plot, a table with a column per scale (verdict, effect with its interval or
+    ± SE, p and Holm's p, seeds, minutes), then the paper's evidence and what each run compared."""
     lines = [
         "# The paper's claims, tested",
         "",
         f"Generated from the runs' results by `scripts/claims_report.py` ({content['generated']}). Rule: "
         f"{content['rule']}. Effects are differences of test accuracy (or of the measure the notebook names), "
-        f"mean over seeds ± standard error.",
+        f"mean over seeds; [low, high] is the interval the verdict was judged by; Holm: the p-value adjusted for "
+        f"testing every claim of that scale together.",
         "",
-        "| id | claim | paper | notebook | quick | reference | full |",
-        "|---|---|---|---|---|---|---|",
+        "![Every claim's effect with its interval at each scale, coloured by verdict; the zero line, and the margin "
+        "of an equality claim shaded](claims_forest.svg)",
+        "",
+        "| id | claim | quick | reference | full |",
+        "|---|---|---|---|---|",
     ]
     for c in content["claims"]:
-        cells = [c["id"], c["claim"], c["paper"], c["notebook"], *(_cell(c[s], s) for s in SCALES)]
+        cells = [c["id"], c["claim"], *(_cell(c[s], s) for s in SCALES)]
         lines.append("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
+    lines += ["", "Where the paper says it, and the notebook that tests it:", ""]
+    lines += [f"- **{c['id']}** {c['paper']} ({c['notebook']})" for c in content["claims"]]
     lines += [
         "",
         "Not reproduced at any scale run so far: what was measured, and the scale of the paper's evidence:",
@@ -233,7 +258,7 @@ def markdown(content: dict) -> str:
                 f"{scale} {r['verdict']} ({r.get('why') or r['ours']['compared']})" for scale, r in runs.items()
             )
             lines.append(f"- **{c['id']}** {c['claim']}: {found}. The paper: {c['paper']}.")
-    lines += ["", "What each run compared, and on which machine:", ""]
+    lines += ["", "What each run compared (each arm: mean ± std over seeds), and on which machine:", ""]
     for c in content["claims"]:
         for scale in SCALES:
             if c[scale]:
@@ -254,6 +279,8 @@ def scales_table(exp, notebook: str, results: str | Path = "../results") -> str:
     lines = ["| claim | this run | quick (committed) | reference (CPU) | full (GPU) |", "|---|---|---|---|---|"]
     for v in exp.verdicts:
         here = f"**{v['verdict']}** {v['effect']:+.3f} ± {v['se']:.3f}"
+        if v.get("p") is not None:
+            here = f"**{v['verdict']}** {v['effect']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}], p {v['p']:.2g}"
         others = [_cell(found[s].get(v["id"]), s) for s in SCALES]
         lines.append(f"| ({v['id']}) {v['claim']} | {here} | " + " | ".join(others) + " |")
     if not exp.verdicts:

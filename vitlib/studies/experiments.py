@@ -9,6 +9,7 @@ import json
 import platform
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from ..model import count_parameters
 from ..train import train
 from ..utils import write_csv, write_json
 from .claims import CLAIMS
-from .stats import VERDICTS, difference, equivalence, fmt, mean_std, verdict
+from .parallel import check_jobs, run_tasks
+from .stats import VERDICTS, difference, equivalence, fmt, mean_std, t_verdict, tost, verdict
 from .timing import device_name
 
 
@@ -52,10 +54,15 @@ def train_metrics(result) -> dict:
 
 
 class Experiment:
-    """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed."""
+    """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed.
 
-    def __init__(self, name: str, out: str | Path | None = None, params: dict | None = None):
+    `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `vitlib.studies.parallel`);
+    the rows and their numbers are the same for any `jobs`."""
+
+    def __init__(self, name: str, out: str | Path | None = None, params: dict | None = None, jobs: int = 1):
         self.name, self.params = name, dict(params or {})
+        self.jobs = check_jobs(jobs)
+        self._queue: list | None = None  # the runs started inside `batch`, waiting for its end
         self.out = Path(out) if out else None
         self.rows: list[dict] = []
         self.verdicts: list[dict] = []
@@ -71,14 +78,35 @@ class Experiment:
         return row
 
     def run(self, condition: str, fn: Callable[[int], dict], seeds: Iterable[int], **fields) -> list[dict]:
-        """Call fn(seed) -> metrics for every seed; each row also gets `fields` (e.g. fraction=0.1) and wall time."""
-        rows = []
-        for seed in seeds:
-            start = time.perf_counter()
-            metrics = dict(fn(seed))
-            metrics.setdefault("wall_s", time.perf_counter() - start)
-            rows.append(self.add(condition, seed, metrics, **fields))
+        """Call fn(seed) -> metrics for every seed; each row also gets `fields` (e.g. fraction=0.1) and wall time.
+
+        Inside `with exp.batch():` the calls wait for the block's end, and the returned list fills then."""
+        rows: list[dict] = []
+        runs = [(condition, seed, fields, rows, lambda fn=fn, seed=seed: fn(seed)) for seed in seeds]
+        if self._queue is not None:
+            self._queue += runs
+        else:
+            self._finish(runs)
         return rows
+
+    @contextmanager
+    def batch(self):
+        """Start runs (`run`, `train`, and what calls them) inside the block; they run `self.jobs` at a time when it
+        ends, and their rows are added (and saved) in the order they were started, as if run one after another."""
+        if self._queue is not None:
+            raise RuntimeError("exp.batch() blocks do not nest: start every run of the batch in one block.")
+        self._queue = []
+        try:
+            yield self
+            runs = self._queue
+        finally:
+            self._queue = None
+        self._finish(runs)
+
+    def _finish(self, runs: list) -> None:
+        results = run_tasks([task for *_, task in runs], self.jobs)
+        for (condition, seed, fields, rows, _), metrics in zip(runs, results):
+            rows.append(self.add(condition, seed, metrics, **fields))
 
     def train(self, condition: str, cfg, seeds: Iterable[int], data=None, model=None, **fields) -> list[dict]:
         """Train `cfg` once per seed (cfg.seed replaced); `data` and `model` may be callables of the seed."""
@@ -133,29 +161,39 @@ class Experiment:
         metric: str = "test_acc",
         expect: str = "greater",
         margin: float | None = None,
+        paired: bool = False,
+        rule: str = "2se",
     ) -> dict:
-        """Difference a - b of `metric` over the seeds, its standard error (Welch), and the verdict on the claim
-        'a <expect> b': expect 'greater' or 'less' (a direction), or 'equal' with an equivalence `margin`."""
+        """Difference a - b of `metric` over the seeds and the verdict on the claim 'a <expect> b': expect 'greater'
+        or 'less' (a direction), or 'equal' with an equivalence `margin` stated in advance.
+
+        rule='t': the course's rule (`stats.t_verdict`, `stats.tost`): Welch's t, or the paired t with `paired`
+        (a[i] and b[i] share seed i), with the interval, p and test recorded. rule='2se': the earlier rule (beyond
+        2 standard errors), which the committed notebooks used until they are re-run under the t rule."""
+        if rule not in ("2se", "t"):
+            raise ValueError(f"rule must be 't' (Welch's t / paired t / TOST) or '2se', got {rule!r}.")
+        if expect == "equal" and margin is None:
+            raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
         va, vb = self.values(a, metric), self.values(b, metric)
+        if paired:
+            va, vb = self._paired(a, b, metric)
+        out = {"a": a, "b": b, "metric": metric, "expect": expect, "margin": margin, "n": min(len(va), len(vb))}
+        out["compared"] = f"{a} {fmt(va)} vs {b} {fmt(vb)}"
+        if rule == "t":
+            judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
+            return {**judged, **out}
         d, se = difference(va, vb)
-        if expect == "equal":
-            if margin is None:
-                raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
-            judged = equivalence(d, se, margin)
-        else:
-            judged = verdict(d, se, expect)
-        return {
-            "a": a,
-            "b": b,
-            "metric": metric,
-            "diff": d,
-            "se": se,
-            "verdict": judged,
-            "expect": expect,
-            "margin": margin,
-            "n": min(len(va), len(vb)),
-            "compared": f"{a} {fmt(va)} vs {b} {fmt(vb)}",
-        }
+        judged = equivalence(d, se, margin) if expect == "equal" else verdict(d, se, expect)
+        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se, "verdict": judged, **out}
+
+    def _paired(self, a: str, b: str, metric: str) -> tuple[list[float], list[float]]:
+        """The values of a and b for the seeds both have, in seed order (for a paired test)."""
+        by_seed = [
+            {r["seed"]: r[metric] for r in self.rows if r["condition"] == c and r.get(metric) is not None}
+            for c in (a, b)
+        ]
+        seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
+        return [by_seed[0][s] for s in seeds], [by_seed[1][s] for s in seeds]
 
     def claim(self, claim_id: str, comparison: dict, why: str = "") -> dict:
         """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
@@ -172,6 +210,7 @@ class Experiment:
             "se": comparison["se"],
             "margin": comparison.get("margin"),
             "compared": comparison["compared"],
+            **{k: comparison[k] for k in ("low", "high", "level", "p", "df", "test") if k in comparison},
             "verdict": comparison["verdict"],
             "seeds": comparison["n"],
             "why": why,

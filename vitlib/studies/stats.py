@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive")
 
@@ -86,3 +86,100 @@ def all_of(*comparisons: dict) -> dict:
         "n": min(c["n"] for c in comparisons),
         "compared": "; ".join(c["compared"] for c in comparisons),
     }
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The t-based rule: a 95% interval from Student's t (Welch-Satterthwaite degrees of freedom, or paired by seed), an
+# equivalence by two one-sided tests (TOST), and Holm's correction for judging many claims at once.
+# ------------------------------------------------------------------------------------------------------------------
+def _two_arms(a: Iterable[float], b: Iterable[float], paired: bool) -> tuple[list[float], list[float]]:
+    a, b = [float(v) for v in a], [float(v) for v in b]
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError(
+            f"a t interval needs at least 2 seeds per arm, got {len(a)} and {len(b)}: run more seeds "
+            f"(the course's reference scale uses 5)."
+        )
+    if paired and len(a) != len(b):
+        raise ValueError(
+            f"a paired test needs one value per seed in each arm, in the same seed order; got {len(a)} and {len(b)}."
+        )
+    if any(math.isnan(v) or math.isinf(v) for v in a + b):
+        raise ValueError("the values compared must be finite numbers; a run that diverged (nan) cannot be judged.")
+    return a, b
+
+
+def t_interval(a: Iterable[float], b: Iterable[float], paired: bool = False, level: float = 0.95) -> dict:
+    """The effect mean(a) - mean(b) with its standard error, degrees of freedom, two-sided `level` interval and
+    two-sided p-value (H0: no difference), by Welch's t (independent arms) or by the paired t (arms paired by seed:
+    a[i] and b[i] share seed i, e.g. one pre-training per seed fine-tuned two ways)."""
+    from scipy import stats as st
+
+    a, b = _two_arms(a, b, paired)
+    if paired:
+        d = [x - y for x, y in zip(a, b)]
+        diff, se, df = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1
+    else:
+        (ma, sa), (mb, sb) = mean_std(a), mean_std(b)
+        va, vb = sa**2 / len(a), sb**2 / len(b)
+        diff, se = ma - mb, math.sqrt(va + vb)
+        # Welch-Satterthwaite; with no spread at all in either arm the interval is a point
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else float("inf")
+    if se == 0:
+        p = 1.0 if diff == 0 else 0.0
+        low = high = diff
+    else:
+        half = st.t.ppf(0.5 + level / 2, df) * se
+        low, high = diff - half, diff + half
+        p = float(2 * st.t.sf(abs(diff) / se, df))
+    test = "paired t" if paired else "Welch's t"
+    return {"diff": diff, "se": se, "df": df, "low": low, "high": high, "level": level, "p": p, "test": test}
+
+
+def t_verdict(a: Iterable[float], b: Iterable[float], expect: str = "greater", paired: bool = False) -> dict:
+    """The course's rule for a claim about a direction, 'a <expect> b': reproduced when the 95% two-sided interval of
+    mean(a) - mean(b) lies wholly on the paper's side of zero, contradicted when wholly on the other side,
+    inconclusive otherwise. Returns `t_interval`'s dict with the verdict (and `expect`)."""
+    if expect not in ("greater", "less"):
+        raise ValueError(f"expect must be 'greater' or 'less' (for 'about equal' use tost), got {expect!r}.")
+    out = t_interval(a, b, paired)
+    low, high = (out["low"], out["high"]) if expect == "greater" else (-out["high"], -out["low"])
+    out["verdict"] = "reproduced" if low > 0 else "contradicted" if high < 0 else "inconclusive"
+    out["expect"] = expect
+    return out
+
+
+def tost(a: Iterable[float], b: Iterable[float], margin: float, paired: bool = False) -> dict:
+    """Equivalence by two one-sided tests at 5% each, with a `margin` stated before the run: reproduced ('about
+    equal') when the 90% interval of mean(a) - mean(b) lies inside (-margin, margin); contradicted when it lies wholly
+    outside (a difference larger than the margin); inconclusive otherwise. `p` is TOST's p-value, the larger of the
+    two one-sided p-values (small: equivalent)."""
+    from scipy import stats as st
+
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be positive and stated in advance, got {margin}.")
+    out = t_interval(a, b, paired, level=0.90)
+    diff, se, df = out["diff"], out["se"], out["df"]
+    if se == 0:
+        p = 0.0 if abs(diff) < margin else 1.0
+    else:
+        p = float(max(st.t.sf((diff + margin) / se, df), st.t.cdf((diff - margin) / se, df)))
+    inside = -margin < out["low"] and out["high"] < margin
+    outside = out["low"] >= margin or out["high"] <= -margin
+    out.update(p=p, margin=margin, expect="equal", test=f"TOST ({out['test']})")
+    out["verdict"] = "reproduced" if inside else "contradicted" if outside else "inconclusive"
+    return out
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of p-values for testing them together (family-wise error rate): sorted
+    ascending, p_(i) is multiplied by (m - i + 1), made non-decreasing and capped at 1; returned in the input order.
+    A claim 'survives' at 5% when its adjusted p is below 0.05."""
+    p = [float(v) for v in pvalues]
+    if any(not 0.0 <= v <= 1.0 for v in p):
+        raise ValueError(f"p-values must lie in [0, 1], got {p}.")
+    order = sorted(range(len(p)), key=p.__getitem__)
+    adjusted, running = [0.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted

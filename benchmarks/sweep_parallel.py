@@ -1,0 +1,94 @@
+"""A sweep's runs side by side: the wall time of the same runs with 1 worker and with --jobs workers, measured in
+one invocation, and a check that both give bit-identical numbers.
+
+    python benchmarks/sweep_parallel.py                      # 08's reference recipe, 4 E_pos variants x 2 seeds
+    python benchmarks/sweep_parallel.py --jobs 8 --device cuda --steps 800 --json results/gpu/sweep_parallel.json
+
+Every run is 08_position_embeddings' reference run on the bundled Fashion-MNIST (ViT-Micro/7 with 2 blocks, 2,000
+training images, batch 32, --steps steps, lr 3e-3), one PyTorch thread per run. The runs go through
+`Experiment.batch` exactly as an experiment notebook sends them, first one after another (jobs=1), then `--jobs` at a
+time; the table gives both wall times and their ratio (goal: at most 0.55x with 2 workers on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from vitlib.data import get_dataset, subset  # noqa: E402
+from vitlib.model import create_model  # noqa: E402
+from vitlib.studies.experiments import Experiment  # noqa: E402
+from vitlib.studies.parallel import default_jobs  # noqa: E402
+from vitlib.studies.timing import device_name  # noqa: E402
+from vitlib.train import TrainConfig  # noqa: E402
+from vitlib.utils import write_json  # noqa: E402
+
+VARIANTS = ("none", "learned", "learned2d", "sincos2d")
+
+
+def sweep(jobs: int, cfg: TrainConfig, data, seeds: list[int]) -> tuple[float, list[dict]]:
+    exp = Experiment("sweep", jobs=jobs)
+    start = time.perf_counter()
+    with exp.batch():
+        for pos in VARIANTS:
+
+            def model(seed, pos=pos):
+                return create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1, depth=2, pos_embed=pos)
+
+            exp.train(pos, cfg, seeds, data=data, model=model)
+    seconds = time.perf_counter() - start
+    return seconds, [{k: v for k, v in r.items() if k not in ("wall_s", "train_time_s")} for r in exp.rows]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=default_jobs(), help="workers of the parallel sweep (default: cores)")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per variant (runs = 4 x seeds)")
+    ap.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (08's reference budget)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--json", default=None, help="also write the measurement to this JSON file")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    full = get_dataset("fashion-mnist-mini")
+    data = dataclasses.replace(full, train=subset(full.train, 2000, seed=0))
+    cfg = TrainConfig(
+        dataset="fashion-mnist-mini", steps=args.steps, batch_size=32, lr=3e-3, device=args.device, eval_test=True
+    )
+    seeds = list(range(args.seeds))
+    one, rows_one = sweep(1, cfg, data, seeds)
+    many, rows_many = sweep(args.jobs, cfg, data, seeds)
+    same = rows_one == rows_many
+    runs = len(rows_one)
+    print(f"| runs | steps each | 1 worker | {args.jobs} workers | ratio | identical numbers |")
+    print("|---:|---:|---:|---:|---:|---|")
+    print(f"| {runs} | {args.steps} | {one:.1f} s | {many:.1f} s | {many / one:.3f}x | {'yes' if same else 'NO'} |")
+    if args.json:
+        write_json(
+            args.json,
+            {
+                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "device": device_name(torch.device(args.device)),
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+                "runs": runs,
+                "steps": args.steps,
+                "jobs": args.jobs,
+                "seconds_1_worker": one,
+                f"seconds_{args.jobs}_workers": many,
+                "ratio": many / one,
+                "identical": same,
+            },
+        )
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Runs side by side (vitlib.studies.parallel, Experiment.batch): the same numbers as one after another."""
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from vitlib import create_model
+from vitlib.studies.experiments import Experiment
+from vitlib.studies.parallel import check_jobs, run_tasks
+from vitlib.train import TrainConfig
+
+CFG = TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/7", epochs=1, batch_size=128, subset=256)
+
+
+def sweep(jobs: int, out=None) -> Experiment:
+    exp = Experiment("sweep", out, jobs=jobs)
+    with exp.batch():
+        for lr in (1e-3, 3e-3):
+            exp.train(
+                f"lr={lr:g}",
+                dataclasses.replace(CFG, lr=lr),
+                seeds=[0, 1],
+                model=lambda seed: create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1),
+                lr=lr,
+            )
+    return exp
+
+
+def numbers(exp: Experiment) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("wall_s", "train_time_s")} for r in exp.rows]
+
+
+def test_two_workers_give_bit_identical_rows_in_the_same_order(one_thread, tmp_path):
+    one, two = sweep(1), sweep(2, tmp_path)
+    assert [(r["condition"], r["seed"]) for r in two.rows] == [("lr=0.001", 0), ("lr=0.001", 1)] + [
+        ("lr=0.003", 0),
+        ("lr=0.003", 1),
+    ]
+    assert numbers(two) == numbers(one)  # exact equality of every float: train loss, accuracy, epochs, params
+    assert len({r["train_loss"] for r in one.rows}) == 4  # four different runs, not one number four times
+    assert (tmp_path / "sweep.json").exists() and (tmp_path / "sweep.csv").exists()
+
+
+def test_runs_started_in_a_batch_fill_their_lists_when_it_ends():
+    exp = Experiment("b", jobs=2)
+    with exp.batch():
+        rows = exp.run("square", lambda seed: {"value": float(seed * seed), "pid": os.getpid()}, seeds=[1, 2, 3])
+        assert rows == [] and exp.rows == []
+    assert [r["value"] for r in rows] == [1.0, 4.0, 9.0] and exp.rows == rows
+    assert all(r["pid"] != os.getpid() for r in rows)  # they ran in worker processes
+    assert all(r["wall_s"] >= 0 for r in rows)
+
+
+def test_a_failing_run_keeps_the_rows_before_it_and_says_what_failed(tmp_path):
+    def fn(seed):
+        if seed == 2:
+            raise ValueError("seed 2 diverged")
+        return {"value": float(seed)}
+
+    exp = Experiment("f", tmp_path, jobs=2)
+    with pytest.raises(ValueError, match="seed 2 diverged"):
+        with exp.batch():
+            exp.run("c", fn, seeds=[0, 1, 2, 3])
+    assert [r["seed"] for r in exp.rows] == [0, 1]
+    assert '"seed": 1' in (tmp_path / "f.json").read_text()
+
+
+def test_batches_do_not_nest_and_jobs_are_checked():
+    exp = Experiment("n", jobs=1)
+    with pytest.raises(RuntimeError, match="nest"):
+        with exp.batch():
+            with exp.batch():
+                pass
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="jobs"):
+            check_jobs(bad)
+    assert list(run_tasks([lambda: {"a": 1}], jobs=4))[0]["a"] == 1
+
+
+def test_workers_use_one_thread_each():
+    results = list(run_tasks([lambda: {"threads": torch.get_num_threads()}] * 2, jobs=2))
+    assert [r["threads"] for r in results] == [1, 1]
