@@ -11,7 +11,6 @@ The ratios are against fp32 eager in the same run; the accuracy check trains eac
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -29,6 +28,7 @@ import vitlib  # noqa: E402
 from vitlib.data import get_dataset  # noqa: E402
 from vitlib.studies.timing import device_name, timed_rounds  # noqa: E402
 from vitlib.train import TrainConfig, train  # noqa: E402
+from vitlib.utils import write_json  # noqa: E402
 
 MODES = {
     "fp32 eager": (None, False),
@@ -121,8 +121,7 @@ def main() -> int:
             "args": vars(args),
             "rows": rows,
         }
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(info, indent=1))
+        write_json(args.json, info)
     return 0
 
 

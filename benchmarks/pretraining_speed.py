@@ -22,7 +22,6 @@ against the best TFLOP/s of a large matrix product in the run's dtype measured o
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -41,6 +40,7 @@ import vitlib  # noqa: E402
 from vitlib import count_parameters, parse_name  # noqa: E402
 from vitlib.studies.cost import model_flops  # noqa: E402
 from vitlib.studies.timing import device_name, sync, timed_rounds  # noqa: E402
+from vitlib.utils import write_json  # noqa: E402
 
 # the model sizes compared, with their 224x224 counterparts in timm and torchvision (None: there is none)
 SIZES = {
@@ -464,8 +464,7 @@ def main() -> int:
     table = report(results, args, where, peak_label)
     print("\n" + table)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results, indent=2)
         print(f"wrote {args.json}")
     if args.markdown:
         s = results["settings"]

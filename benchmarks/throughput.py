@@ -14,7 +14,6 @@ noise falls on both alike.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from contextlib import nullcontext
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vitlib  # noqa: E402
 from vitlib import count_parameters, parse_name  # noqa: E402
 from vitlib.studies.timing import device_name, timed_rounds  # noqa: E402
+from vitlib.utils import write_json  # noqa: E402
 
 
 def build_models(args, device: torch.device):
@@ -185,8 +185,7 @@ def main() -> int:
             threads=threads,
             date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -14,7 +14,6 @@ recipe is fixed before the run), and the curve's minutes count the evaluations t
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import time
@@ -26,6 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vitlib.train import TrainConfig, train  # noqa: E402
 from vitlib.train.presets import PRESETS  # noqa: E402
+from vitlib.utils import write_json  # noqa: E402
 
 TIME_TO_ACCURACY = {"tta-cpu": (5.0, 0.88), "fmnist-5min": (5.0, 0.95), "cifar10-15min": (15.0, 0.94)}  # minutes, goal
 
@@ -75,25 +75,20 @@ def main() -> int:
         f"(goal {goal:.2%}: {'met' if at >= goal else 'not met'}); final: {result.history[-1]['test_acc']:.4f}"
     )
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "date": str(date.today()),
-                    "machine": platform.processor() or platform.machine(),
-                    "device": torch.cuda.get_device_name()
-                    if torch.cuda.is_available()
-                    else f"cpu ({torch.get_num_threads()} threads)",
-                    "torch": torch.__version__,
-                    "preset": args.preset,
-                    "goal": {"minutes": minutes, "test_acc": goal},
-                    "test_acc_within_goal_minutes": at,
-                    "config": cfg.__dict__,
-                    "curve": result.history,
-                },
-                indent=2,
-            )
-        )
+        info = {
+            "date": str(date.today()),
+            "machine": platform.processor() or platform.machine(),
+            "device": torch.cuda.get_device_name()
+            if torch.cuda.is_available()
+            else f"cpu ({torch.get_num_threads()} threads)",
+            "torch": torch.__version__,
+            "preset": args.preset,
+            "goal": {"minutes": minutes, "test_acc": goal},
+            "test_acc_within_goal_minutes": at,
+            "config": cfg.__dict__,
+            "curve": result.history,
+        }
+        write_json(args.json, info, indent=2)
     return 0
 
 

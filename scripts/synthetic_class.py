@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from vitlib.classroom import build_class, library, parse_exercises
+from vitlib.utils import write_json
 
 COURSE = Path(__file__).resolve().parent.parent / "notebooks"
 FAULTS = ["broken-json", "endless-loop", "exception", "tampered-checks", "overfit-library", "missing-files"]
@@ -94,7 +95,7 @@ def main():
         else:
             shutil.copytree(base / "submissions" / names[kind], subs / name)
             plan[name] = sum(expected[names[kind]].values())
-    (out / "expected.json").write_text(json.dumps(plan, indent=1))
+    write_json(out / "expected.json", plan)
     print(json.dumps(plan, indent=1))
 
 

@@ -58,7 +58,7 @@ def test_fixed_sincos_similarity_depends_only_on_the_offset():
 
 
 def test_learned2d_shows_rows_and_columns():
-    pe = PositionEmbedding("learned2d", (4, 4), 512)
+    pe = PositionEmbedding(kind="learned2d", grid=(4, 4), dim=512)
     sim = position_similarity(pe).reshape(4, 4, 4, 4)
     assert (sim[1, 2, 1, 0] - 0.5).abs() < 0.15  # same row: the Y half is shared
     assert (sim[1, 2, 3, 2] - 0.5).abs() < 0.15  # same column: the X half is shared
@@ -68,7 +68,7 @@ def test_learned2d_shows_rows_and_columns():
 @pytest.mark.parametrize("kind", ["none", "relative"])
 def test_kinds_without_embeddings_are_refused(kind):
     with pytest.raises(ValueError, match="add nothing"):
-        position_similarity(PositionEmbedding(kind, (2, 2), 8))
+        position_similarity(PositionEmbedding(kind=kind, grid=(2, 2), dim=8))
 
 
 def test_shapes_that_do_not_fit_are_refused():
@@ -93,7 +93,7 @@ def test_mosaic_places_tile_i_at_the_grid_position_of_patch_i():
 
 
 def test_plot_draws_the_mosaic_with_patch_ticks():
-    pe = PositionEmbedding("sincos2d", (3, 4), 16)
+    pe = PositionEmbedding(kind="sincos2d", grid=(3, 4), dim=16)
     ax = plot_position_similarity(pe, title="sincos2d")
     assert len(ax.images) == 1
     shown = np.ma.filled(ax.images[0].get_array().astype(float), np.nan)

@@ -1,7 +1,7 @@
 """The attention-map plots (vitlib.studies.plotting) and the timing helpers of the N sweep (vitlib.studies.timing)."""
 
 import math
-from types import SimpleNamespace
+import timeit
 
 import matplotlib
 
@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import vitlib
-import vitlib.studies.timing
 from vitlib.studies.attention_maps import plot_attention_distance
 from vitlib.studies.embeddings import patch_distances
 from vitlib.studies.plotting import (
@@ -110,16 +109,19 @@ def test_attention_distance_axis_cannot_zoom_onto_noise():
     assert plot_attention_distance(dots).get_ylim()[0] == 0.0  # no span given: still from 0
 
 
-def test_time_call_is_the_median_of_the_timed_calls(monkeypatch):
-    """On a clock that only the calls move: 2 warm-up calls of 100 s are not timed, then calls of 3, 1 and 7 s."""
-    now, durations = [0.0], iter([100.0, 100.0, 3.0, 1.0, 7.0])
-    monkeypatch.setattr(vitlib.studies.timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+def test_time_call_is_the_mean_of_the_timed_block(monkeypatch):
+    """On a clock that only the calls move (torch.utils.benchmark.Timer reads timeit.default_timer): the Timer's 2
+    warm-up calls of 100 s are not timed, then calls of 3, 1 and 8 s are timed as one block: 4 s per call."""
+    now, durations = [0.0], iter([100.0, 100.0, 3.0, 1.0, 8.0])
+    monkeypatch.setattr(timeit, "default_timer", lambda: now[0])
 
     def call():
         now[0] += next(durations)
 
-    assert time_call(call, repeats=3, warmup=2) == 3.0
+    threads = torch.get_num_threads()
+    assert time_call(call, repeats=3, threads=1) == 4.0
     assert next(durations, "all used") == "all used"  # exactly 2 + 3 calls
+    assert torch.get_num_threads() == threads
     with pytest.raises(ValueError):
         time_call(lambda: None, repeats=0)
 

@@ -13,7 +13,7 @@ from vitlib import VisionTransformer, ViTConfig, create_model
 from vitlib.data import get_dataset
 from vitlib.objectives import MAE, Classification, MaskedPatchPrediction, get_objective, objective_name
 from vitlib.studies.cost import model_flops
-from vitlib.train import TrainConfig, load_pretrained, train
+from vitlib.train import TrainConfig, check_config, load_pretrained, train
 from vitlib.utils import pair, square_grid, write_csv, write_json
 
 SMALL = dict(image_size=28, patch_size=7, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)
@@ -81,27 +81,41 @@ def test_a_run_saves_the_config_and_load_pretrained_rebuilds_from_it(tmp_path):
     assert saved == {**result.model.config.to_dict(), "kind": "VisionTransformer"}
 
 
-# ---------------------------------------------------------------------------------- one token-level forward
-def test_the_forward_from_tokens_is_the_forward_from_images():
+# ------------------------------------------------------------------------------------------------ one forward
+def test_the_forward_is_the_head_on_the_features():
     model = VisionTransformer(**SMALL).eval()
+    with torch.no_grad():
+        model.head.fc.weight.normal_()  # the zero-initialised head would give zeros either way
     images = torch.randn(2, 1, 28, 28)
-    assert torch.equal(model.forward_tokens(model.patch_tokens(images)), model.forward_features(images))
-    z, weights = model.forward_with_attention(images)
+    z = model.forward_features(images)
+    assert z.shape == (2, 17, 32)
+    assert torch.equal(model(images), model.forward_head(z))
+    assert torch.equal(model.forward_head(z, pre_logits=True), z[:, 0])  # y = LN(z_L^0), eq. (4)
+    weights = model.attention_maps(images)  # the same forward, attention written out
     assert len(weights) == 2 and weights[0].shape == (2, 4, 17, 17)
-    assert torch.allclose(z, model.forward_features(images), atol=1e-5)  # written-out vs fused attention
+    assert all(block.attn.recorded is None for block in model.blocks)
 
 
 def test_keeping_some_patches_gives_each_its_own_position_embedding():
-    model = VisionTransformer(**SMALL).eval()
+    model = VisionTransformer(**{**SMALL, "depth": 0}).eval()  # no blocks: the tokens after eq. (1) and the final LN
     images = torch.randn(2, 1, 28, 28)
-    x = model.patch_tokens(images)
     keep = torch.tensor([[0, 5, 9], [1, 2, 15]])
-    z0 = model.embed_tokens(x, keep)
-    full = model.embed_tokens(x)  # [class] then all 16 patches, each with its E_pos
+    z0 = model.forward_features(images, keep)
+    full = model.forward_features(images)  # [class] then all 16 patches, each with its E_pos
     assert torch.equal(z0[:, 0], full[:, 0])
     assert torch.equal(z0[:, 1:], torch.gather(full[:, 1:], 1, keep[..., None].expand(-1, -1, 32)))
     with pytest.raises(ValueError, match="absolute E_pos per patch"):
-        VisionTransformer(**SMALL, pos_embed="relative").embed_tokens(x, keep)
+        VisionTransformer(**SMALL, pos_embed="relative").forward_features(images, keep)
+
+
+def test_corrupt_changes_the_patch_embeddings_before_eq_1():
+    model = VisionTransformer(**{**SMALL, "depth": 0}).eval()
+    images = torch.randn(2, 1, 28, 28)
+    seen = []
+    z = model.forward_features(images, corrupt=lambda x: seen.append(x) or torch.zeros_like(x))
+    assert torch.equal(seen[0], model.patch_embed(images))  # x_p E
+    by_hand = model.pos_embed(model.cls_token(torch.zeros(2, 16, 32)))  # eq. (1) on the replaced embeddings
+    torch.testing.assert_close(z, model.norm(by_hand))
 
 
 def test_mae_applies_the_embedding_dropout_like_the_vit():
@@ -135,8 +149,8 @@ def test_the_objectives_share_one_interface():
     torch.manual_seed(0)
     mae_loss, mae_correct, mae_logits = get_objective("mae").loss(MAE(VisionTransformer(**SMALL)), images, labels)
     assert mae_loss.ndim == 0 and mae_correct is None and mae_logits is None
-    with pytest.raises(ValueError, match="never looks at a label"):
-        get_objective("mpp", label_smoothing=0.1)
+    with pytest.raises(ValueError, match="never looks at a label"):  # the run's options are checked in one place
+        check_config(TrainConfig(objective="mpp", label_smoothing=0.1))
     with pytest.raises(ValueError, match="unknown objective 'dino'"):
         get_objective("dino")
 

@@ -49,16 +49,17 @@ def test_fraction_of_is_stratified_nested_and_leaves_test_alone():
 def test_train_to_plateau_stops_when_validation_stops_improving_and_keeps_the_best():
     data = tiny_data()
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 4))
-    r = train_to_plateau(
-        TrainConfig(lr=0.05, batch_size=32, device="cpu"), model, data, max_steps=3000, evaluations=100, patience=3
-    )
+    cfg = TrainConfig(lr=0.05, batch_size=32, steps=3000, patience=3, device="cpu")
+    r = train_to_plateau(cfg, model, data, evaluations=100)
     assert r.steps < 3000  # the first row is separable: validation accuracy saturates and the run stops early
     assert r.best_val_acc == pytest.approx(1.0) and r.test["acc"] > 0.9 and r.n_train == 200
     assert r.epochs == pytest.approx(r.steps * 32 / 200)
+    with pytest.raises(ValueError, match="at least 1"):  # a budget of steps, and a patience, are needed
+        train_to_plateau(dataclasses.replace(cfg, steps=0), model, data)
     with pytest.raises(ValueError, match="at least 1"):
-        train_to_plateau(TrainConfig(device="cpu"), model, data, max_steps=0)
+        train_to_plateau(dataclasses.replace(cfg, patience=0), model, data)
     with pytest.raises(ValueError, match="validation split"):
-        train_to_plateau(TrainConfig(device="cpu"), model, dataclasses.replace(data, val=None), max_steps=10)
+        train_to_plateau(dataclasses.replace(cfg, steps=10), model, dataclasses.replace(data, val=None))
 
 
 def test_train_to_plateau_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_set():
@@ -67,7 +68,8 @@ def test_train_to_plateau_is_reproducible_and_uses_a_smaller_batch_for_a_tiny_se
     for _ in range(2):
         torch.manual_seed(4)
         model = nn.Sequential(nn.Flatten(), nn.Linear(64, 4))
-        runs.append(train_to_plateau(TrainConfig(lr=0.01, batch_size=32, device="cpu", seed=4), model, data, 20))
+        cfg = TrainConfig(lr=0.01, batch_size=32, steps=20, patience=5, device="cpu", seed=4)
+        runs.append(train_to_plateau(cfg, model, data))
     assert runs[0].steps == runs[1].steps and runs[0].test == runs[1].test and runs[0].epochs == runs[0].steps
 
 
@@ -78,8 +80,8 @@ def test_run_fractions_records_every_model_fraction_and_seed():
         "lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4)),
         "cnn": lambda seed: SmallResNet(8, 4, 1, 4),
     }
-    cfg = TrainConfig(lr=0.01, batch_size=16, device="cpu")
-    rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], cfg, max_steps=6, evaluations=2)
+    cfg = TrainConfig(lr=0.01, batch_size=16, steps=6, patience=5, device="cpu")
+    rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], cfg, evaluations=2)
     assert len(rows) == 2 * 2 * 2
     assert exp.conditions() == [condition_name(m, f) for m in models for f in (0.1, 0.5)]
     assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
@@ -104,9 +106,9 @@ class Pixels(nn.Module):
 
 
 def test_run_fractions_few_shot_probes_the_frozen_features():
-    data, cfg = tiny_data(), TrainConfig(lr=0.01, batch_size=16, device="cpu")
+    data, cfg = tiny_data(), TrainConfig(lr=0.01, batch_size=16, steps=6, patience=5, device="cpu")
     models = {"pixels": lambda seed: Pixels(), "blind": lambda seed: Pixels(blind=True)}
-    rows = run_fractions(Experiment("s"), models, data, [0.5], [0], cfg, max_steps=6, evaluations=2, shots=5)
+    rows = run_fractions(Experiment("s"), models, data, [0.5], [0], cfg, evaluations=2, shots=5)
     # 5 validation images per class; on the 40 test images (10 per class) the label is in the first pixel row,
     # so a linear probe of that row is always right, and one of zeros predicts a single class: 10 of 40
     assert {r["model"]: r["few_shot_acc"] for r in rows} == {"pixels": 1.0, "blind": 0.25}

@@ -10,6 +10,7 @@ from vitlib.data import Dataset, TensorSplit
 from vitlib.objectives.dino import DINO, DINOHead, dino_loss, entropies, teacher_momentum, updated_centre
 from vitlib.studies.dino import cls_attention, foreground_patches, foreground_share, make_views, pretrain_dino
 from vitlib.studies.probe import knn_accuracy
+from vitlib.train import TrainConfig
 
 
 def tiny_vit(seed=0):
@@ -109,10 +110,14 @@ def test_views_are_normalised_crops_of_the_same_size():
 
 def test_centring_and_sharpening_keep_the_teacher_from_collapsing_on_random_data():
     data = random_data(256)
-    common = dict(steps=25, batch_size=32, lr=3e-3, momentum=0.99, prototypes=32, hidden=32, bottleneck=16)
-    full = pretrain_dino(tiny_vit(), data, **common)[1]
-    one = pretrain_dino(tiny_vit(), data, centring=False, **common)[1]
-    uniform = pretrain_dino(tiny_vit(), data, tau_t=0.1, **common)[1]
+    # DINO's recipe (weight decay 0.04, clipping at 3), warm-up 10 steps of the 8 per epoch
+    cfg = TrainConfig(
+        steps=25, batch_size=32, lr=3e-3, weight_decay=0.04, grad_clip=3.0, warmup_epochs=10 / 8, device="cpu"
+    )
+    common = dict(momentum=0.99, prototypes=32, hidden=32, bottleneck=16)
+    full = pretrain_dino(tiny_vit(), data, cfg, **common)[1]
+    one = pretrain_dino(tiny_vit(), data, cfg, centring=False, **common)[1]
+    uniform = pretrain_dino(tiny_vit(), data, cfg, tau_t=0.1, **common)[1]
     k = math.log(32)
     assert full[-1]["h_mean"] > 0.5 * k, "with both, the teacher's outputs spread over the prototypes"
     assert full[-1]["h_mean"] > one[-1]["h_mean"], "without centring the outputs gather on fewer prototypes"

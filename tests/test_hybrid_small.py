@@ -47,7 +47,8 @@ def test_hybrid_embedding_is_a_linear_map_of_1x1_patches():
         fmap.permute(0, 2, 3, 1).reshape(3, 49, 16) @ model.patch_embed.proj.weight.T + model.patch_embed.proj.bias
     )
     torch.testing.assert_close(model.patch_embed(x), by_hand)
-    one_by_one = vitlib.PatchEmbedding(7, 1, 16, 64)  # a plain ViT patch embedding with P = 1 on the feature map
+    # a plain ViT patch embedding with P = 1 on the feature map
+    one_by_one = vitlib.PatchEmbedding(image_size=7, patch_size=1, in_channels=16, dim=64)
     one_by_one.load_state_dict(model.patch_embed.proj.state_dict(prefix="proj."))
     torch.testing.assert_close(one_by_one(fmap), by_hand)
 

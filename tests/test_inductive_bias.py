@@ -14,6 +14,7 @@ from torch import nn  # noqa: E402
 from vitlib import create_model  # noqa: E402
 from vitlib.data import Dataset, TensorSplit  # noqa: E402
 from vitlib.studies import inductive_bias as ib  # noqa: E402
+from vitlib.studies.datasize import equivariance_error, shift  # noqa: E402
 from vitlib.studies.experiments import Experiment  # noqa: E402
 
 
@@ -118,6 +119,12 @@ def test_a_convolution_is_local_and_translation_equivariant_a_linear_layer_is_ne
 
     assert (ib.influence(dense, x, lambda y: y[:, :, 5, 6]) > 0).all()
     assert ib.translation_error(dense, x, 2, -1, border=1) > 1e-2
+    # one check behind both: the data-size study's equivariance_error, with zeros shifted in and the difference itself
+    assert ib.translation_error(dense, x, 2, -1, border=1) == equivariance_error(
+        dense, x, 2, -1, circular=False, border=1, relative=False
+    )
+    assert torch.equal(shift(x, 2, -1, circular=False)[..., 2:, :-1], x[..., :-2, 1:])
+    assert (shift(x, 2, -1, circular=False)[..., :2, :] == 0).all()
 
 
 def test_drop_and_the_grouped_bars():

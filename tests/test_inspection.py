@@ -10,6 +10,7 @@ import torch
 from vitlib import VisionTransformer
 from vitlib.studies.attention_maps import (
     attention_rollout,
+    class_attention,
     mean_attention_distance,
     plot_attention_distance,
     rollout_maps,
@@ -93,6 +94,18 @@ def test_rollout_maps_work_through_the_fused_model(vit):
     assert vit.blocks[0].attn.fused  # the analysis asks for weights; the fast path is used otherwise
     maps = rollout_maps(vit.attention_maps(torch.randn(3, 3, 16, 16)), vit)
     assert maps.shape == (3, 4, 4) and torch.allclose(maps.sum((1, 2)), torch.ones(3))
+
+
+def test_class_attention_is_row_zero_without_the_prefix_columns():
+    torch.manual_seed(0)
+    w = torch.rand(2, 3, 5, 5).softmax(-1)  # (B, heads, L, L): [class] + a 2x2 grid
+    assert torch.equal(class_attention(w), w[..., 0, 1:])
+    on_grid = class_attention(w, 1, grid=(2, 2), renormalise=True)
+    assert on_grid.shape == (2, 3, 2, 2)
+    torch.testing.assert_close(on_grid.sum((-2, -1)), torch.ones(2, 3))
+    assert torch.equal(class_attention(w, 0), w.mean(-2))  # no [class] token: what the tokens attend to on average
+    with pytest.raises(ValueError, match="do not fit"):
+        class_attention(w, 1, grid=(3, 3))
 
 
 def test_rollout_errors_are_clear(vit):

@@ -42,7 +42,7 @@ def test_patch_size_that_does_not_divide_the_image_is_a_clear_error(size, p):
     with pytest.raises(ValueError, match=rf"patch size {p} .*{h}x{w}"):
         patchify(torch.zeros(1, 3, h, w), p)
     with pytest.raises(ValueError, match=rf"{h}x{w}"):
-        PatchEmbedding(size, p, 3, 16)
+        PatchEmbedding(image_size=size, patch_size=p, in_channels=3, dim=16)
 
 
 def test_check_patch_size_returns_the_grid_and_rejects_bad_input():
@@ -58,8 +58,8 @@ def test_check_patch_size_returns_the_grid_and_rejects_bad_input():
 
 @pytest.mark.parametrize("c, h, w, p", SHAPES)
 def test_patch_embedding_conv_and_linear_paths_agree(c, h, w, p):
-    conv = PatchEmbedding((h, w), p, c, 16, conv=True)
-    linear = PatchEmbedding((h, w), p, c, 16, conv=False)
+    conv = PatchEmbedding(image_size=(h, w), patch_size=p, in_channels=c, dim=16, conv=True)
+    linear = PatchEmbedding(image_size=(h, w), patch_size=p, in_channels=c, dim=16, conv=False)
     linear.load_state_dict(conv.state_dict())
     x = torch.randn(2, c, h, w)
     out = conv(x)
@@ -72,7 +72,7 @@ def test_patch_embedding_conv_and_linear_paths_agree(c, h, w, p):
 @pytest.mark.parametrize("conv_path", [True, False])
 def test_patch_embedding_equals_a_strided_conv2d_like_torchvision_conv_proj(conv_path):
     c, p, dim = 3, 8, 24
-    embed = PatchEmbedding(32, p, c, dim, conv=conv_path)
+    embed = PatchEmbedding(image_size=32, patch_size=p, in_channels=c, dim=dim, conv=conv_path)
     ref = nn.Conv2d(c, dim, kernel_size=p, stride=p)
     with torch.no_grad():
         ref.weight.copy_(embed.conv_weight())
@@ -80,3 +80,14 @@ def test_patch_embedding_equals_a_strided_conv2d_like_torchvision_conv_proj(conv
     assert embed.conv_weight().shape == (dim, c, p, p)
     x = torch.randn(2, c, 32, 32)
     torch.testing.assert_close(embed(x), ref(x).flatten(2).transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_patch_embedding_resize_keeps_e_and_follows_the_grid():
+    embed = PatchEmbedding(image_size=32, patch_size=8, in_channels=3, dim=16)
+    weight = embed.proj.weight.clone()
+    embed.resize((48, 64))  # section 3.2: the same P and E, more patches
+    assert embed.grid == (6, 8) and embed.num_patches == 48 and torch.equal(embed.proj.weight, weight)
+    assert embed(torch.randn(1, 3, 48, 64)).shape == (1, 48, 16)
+    with pytest.raises(ValueError, match="patch size 8"):
+        embed.resize(30)
+    assert embed.grid == (6, 8)  # a refused size changes nothing

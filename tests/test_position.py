@@ -8,7 +8,7 @@ from vitlib import POS_EMBED_KINDS, ClassToken, PositionEmbedding, VisionTransfo
 
 
 def test_class_token_is_prepended():
-    cls = ClassToken(8)
+    cls = ClassToken(dim=8)
     with torch.no_grad():
         cls.token.normal_()
     x = torch.randn(3, 5, 8)
@@ -39,14 +39,14 @@ def test_every_kind_trains_in_a_small_model(kind, small_vit):
 
 @pytest.mark.parametrize("kind", ["none", "relative"])
 def test_none_and_relative_add_nothing_to_the_tokens(kind):
-    pe = PositionEmbedding(kind, (2, 3), 8)
+    pe = PositionEmbedding(kind=kind, grid=(2, 3), dim=8)
     x = torch.randn(2, 7, 8)
     assert pe.embeddings() is None
     assert torch.equal(pe(x), x)
 
 
 def test_learned_adds_its_weight():
-    pe = PositionEmbedding("learned", (2, 3), 8)
+    pe = PositionEmbedding(kind="learned", grid=(2, 3), dim=8)
     x = torch.randn(2, 7, 8)
     assert pe.weight.shape == (1, 7, 8)
     assert torch.equal(pe(x), x + pe.weight)
@@ -54,7 +54,7 @@ def test_learned_adds_its_weight():
 
 def test_learned2d_concatenates_a_row_and_a_column_embedding():
     gh, gw, dim = 3, 4, 8  # not square, so rows and columns cannot be confused
-    pe = PositionEmbedding("learned2d", (gh, gw), dim)
+    pe = PositionEmbedding(kind="learned2d", grid=(gh, gw), dim=dim)
     emb = pe.embeddings()
     assert emb.shape == (1, 1 + gh * gw, dim)
     grid = emb[0, 1:].reshape(gh, gw, dim)
@@ -64,18 +64,18 @@ def test_learned2d_concatenates_a_row_and_a_column_embedding():
     assert not torch.equal(y_half[0], y_half[1]) and not torch.equal(x_half[:, 0], x_half[:, 1])
     assert torch.equal(emb[0, 0], pe.prefix[0, 0])
     with pytest.raises(ValueError, match="even"):
-        PositionEmbedding("learned2d", (2, 2), 7)
+        PositionEmbedding(kind="learned2d", grid=(2, 2), dim=7)
 
 
 def test_sincos2d_is_fixed_and_two_dimensional():
     gh, gw, dim = 3, 4, 16
-    pe = PositionEmbedding("sincos2d", (gh, gw), dim)
+    pe = PositionEmbedding(kind="sincos2d", grid=(gh, gw), dim=dim)
     assert list(pe.parameters()) == [] and pe.state_dict() == {}
     emb = pe.embeddings()
     assert emb.shape == (1, 1 + gh * gw, dim)
     assert torch.equal(emb[0, 0], torch.zeros(dim))  # nothing added to the [class] token
     assert torch.equal(emb[0, 1:], sincos_2d((gh, gw), dim))
-    assert torch.equal(PositionEmbedding("sincos2d", (gh, gw), dim).embeddings(), emb)  # not random
+    assert torch.equal(PositionEmbedding(kind="sincos2d", grid=(gh, gw), dim=dim).embeddings(), emb)  # not random
     q = dim // 4
     torch.testing.assert_close(emb[0, 1], torch.tensor([0.0] * q + [1.0] * q + [0.0] * q + [1.0] * q))  # (0, 0)
     grid = emb[0, 1:].reshape(gh, gw, dim)
@@ -87,7 +87,10 @@ def test_sincos2d_is_fixed_and_two_dimensional():
 
 
 def test_unknown_kind_is_an_error_listing_the_kinds():
-    for build in (lambda: PositionEmbedding("rope", (2, 2), 8), lambda: VisionTransformer(pos_embed="rope")):
+    for build in (
+        lambda: PositionEmbedding(kind="rope", grid=(2, 2), dim=8),
+        lambda: VisionTransformer(pos_embed="rope"),
+    ):
         with pytest.raises(ValueError, match="rope") as err:
             build()
         assert all(kind in str(err.value) for kind in POS_EMBED_KINDS)
@@ -162,7 +165,7 @@ def linear_by_hand(table: torch.Tensor, size: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("old, new", [((3, 4), (6, 8)), ((4, 4), (7, 5)), ((5, 3), (2, 3))])
 def test_learned2d_resize_interpolates_each_axis_by_hand(old, new):
-    pe = PositionEmbedding("learned2d", old, 8)
+    pe = PositionEmbedding(kind="learned2d", grid=old, dim=8)
     rows, cols, prefix = pe.rows.clone(), pe.cols.clone(), pe.prefix.clone()
     pe.resize(new)
     torch.testing.assert_close(pe.rows, linear_by_hand(rows, new[0]))

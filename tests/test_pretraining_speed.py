@@ -9,6 +9,7 @@ import runpy
 import statistics
 import subprocess
 import sys
+import timeit
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,7 +73,8 @@ def test_implementations_and_images_per_s(result):
 
 def test_timed_rounds_are_images_over_seconds_in_alternating_order(monkeypatch):
     """timed_rounds (the benchmark's clock) on a clock that only the steps move: a step of "a" takes 0.5 s and one of
-    "b" 2 s, so 2 steps of 4 images give 8 / 1 = 8 and 8 / 4 = 2 images/s in every round."""
+    "b" 2 s, so 2 timed steps of 4 images give 8 / 1 = 8 and 8 / 4 = 2 images/s in every round (each round's 2 timed
+    steps follow torch.utils.benchmark.Timer's 2 untimed ones)."""
     now, calls = [0.0], []
 
     def step(name, seconds):
@@ -83,10 +85,11 @@ def test_timed_rounds_are_images_over_seconds_in_alternating_order(monkeypatch):
         return run
 
     monkeypatch.setattr(timing, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(timeit, "default_timer", lambda: now[0])  # the Timer's clock
     steps = {"a": step("a", 0.5), "b": step("b", 2.0)}
     rates = timing.timed_rounds(steps, warmup=1, rounds=3, steps_per_round=2, batch_size=4, device=torch.device("cpu"))
     assert rates == {"a": [8.0, 8.0, 8.0], "b": [2.0, 2.0, 2.0]}
-    assert "".join(calls) == "ab" + "aabb" + "bbaa" + "aabb"  # warm-up, then the order reversed every round
+    assert "".join(calls) == "ab" + "aaaabbbb" + "bbbbaaaa" + "aaaabbbb"  # warm-up, then the order reversed every round
 
 
 def test_ratios_come_from_the_rounds(result):

@@ -5,6 +5,7 @@ from vitlib import VisionTransformer
 from vitlib.data import get_dataset
 from vitlib.objectives import MAE, MaskedPatchPrediction, corruption_plan, mean_colour_targets, random_masking
 from vitlib.studies.pretrain import pretrain
+from vitlib.train import TrainConfig
 
 
 def vit(**kw):
@@ -99,5 +100,5 @@ def test_pretraining_lowers_the_loss(kind, one_thread):
         if kind == "masked"
         else MAE(model, decoder_dim=32, decoder_depth=1)
     )
-    history = pretrain(obj, data, epochs=4, batch_size=64, lr=2e-3, warmup_epochs=0.5)
+    history = pretrain(obj, data, TrainConfig(epochs=4, batch_size=64, lr=2e-3, warmup_epochs=0.5, progress=False))
     assert len(history) == 4 and history[-1]["loss"] < 0.9 * history[0]["loss"]

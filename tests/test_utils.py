@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vitlib.utils import REPO_ROOT, repo_relative
+from vitlib.utils import REPO_ROOT, repo_relative, spreadsheet_safe, write_csv
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ABSOLUTE = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|Users|private|var/folders)/[^\s'\"]*")
@@ -18,6 +18,16 @@ def test_repo_relative_hides_where_the_repository_lies():
     assert repo_relative(f"not in {REPO_ROOT / 'data'} or fails") == "not in data or fails"
     assert repo_relative(REPO_ROOT) == "."
     assert repo_relative("/elsewhere/file") == "/elsewhere/file"
+
+
+def test_write_csv_with_fixed_columns_and_cells_a_spreadsheet_shows_as_text(tmp_path):
+    rows = [{"name": "=HYPERLINK(1)", "points": "-1", "note": "@x", "extra": 1}, {"name": "+a"}]
+    safe = write_csv(tmp_path / "safe.csv", rows, ["name", "points", "note"], escape_formulas=True)
+    assert safe.read_text().splitlines() == ["name,points,note", "'=HYPERLINK(1),-1,'@x", "'+a,,"]
+    plain = write_csv(tmp_path / "plain.csv", rows)  # data read back by programs: as it is, every key a column
+    assert plain.read_text().splitlines() == ["name,points,note,extra", "=HYPERLINK(1),-1,@x,1", "+a,,,"]
+    assert [spreadsheet_safe(v) for v in ("-2.5", "-", "\tx", "ok")] == ["-2.5", "-", "'\tx", "ok"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.csv", "safe.csv"]  # no temporary file left
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

@@ -1,5 +1,5 @@
-"""Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV and JSON
-files, paths shown relative to the repository."""
+"""Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV (with
+spreadsheet-safe cells where asked) and JSON files, paths shown relative to the repository."""
 
 from __future__ import annotations
 
@@ -50,15 +50,34 @@ def replace_atomically(path: Path, write) -> Path:
     return path
 
 
-def write_csv(path, rows: list[dict]) -> Path:
-    """Rows of dicts as a CSV file (the columns: every key, in order of first appearance), written atomically."""
+def spreadsheet_safe(value) -> str:
+    """A cell a spreadsheet shows as text: one starting with = + - @ (a formula) or a tab/CR gets a leading '."""
+    text = str(value)
+    risky = text[:1] in ("=", "+", "-", "@", "\t", "\r") and len(text) > 1 and not _is_number(text)
+    return "'" + text if risky else text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def write_csv(path, rows: list[dict], columns: list[str] | None = None, escape_formulas: bool = False) -> Path:
+    """Rows of dicts as a CSV file, written atomically. The columns: `columns` (other keys left out, missing cells
+    empty), else every key in order of first appearance. `escape_formulas`: every cell through `spreadsheet_safe`,
+    for a file people open in a spreadsheet whose cells come from others (names, messages); off for data that
+    programs read back, which the escaping would change."""
 
     def write(tmp: Path) -> None:
-        keys = list(dict.fromkeys(k for r in rows for k in r))
+        keys = list(dict.fromkeys(k for r in rows for k in r)) if columns is None else list(columns)
         with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=keys)
+            writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
             writer.writeheader()
-            writer.writerows(rows)
+            for r in rows:
+                writer.writerow({k: spreadsheet_safe(r.get(k, "")) for k in keys} if escape_formulas else r)
 
     return replace_atomically(path, write)
 

@@ -40,7 +40,7 @@ def test_patchify_other_shapes(b, c, h, w, p):
 @pytest.mark.parametrize("b,c,h,w,p", SHAPES[:4])
 def test_patch_embedding_same_as_vitlib(b, c, h, w, p):
     torch.manual_seed(p)
-    ref = randomize(vitlib.PatchEmbedding((h, w), p, c, 12), seed=p)
+    ref = randomize(vitlib.PatchEmbedding(image_size=(h, w), patch_size=p, in_channels=c, dim=12), seed=p)
     mine = load(student.PatchEmbedding((h, w), p, c, 12), ref.state_dict())
     x = torch.randn(b, c, h, w)
     with torch.no_grad():
@@ -49,7 +49,7 @@ def test_patch_embedding_same_as_vitlib(b, c, h, w, p):
 
 @pytest.mark.parametrize("dim,heads,n", ATTENTION)
 def test_attention_same_as_vitlib_and_timm(dim, heads, n):
-    ref = randomize(vitlib.MultiHeadSelfAttention(dim, heads), seed=dim + heads)
+    ref = randomize(vitlib.MultiHeadSelfAttention(dim=dim, heads=heads), seed=dim + heads)
     mine = load(student.MultiHeadSelfAttention(dim, heads), ref.state_dict())
     timm_attn = load(timm_vit.Attention(dim, num_heads=heads, qkv_bias=True), ref.state_dict())
     x = torch.randn(2, n, dim, generator=torch.Generator().manual_seed(n))
@@ -68,7 +68,7 @@ def test_attention_written_out():
 
 @pytest.mark.parametrize("dim,heads,n", ATTENTION[:3])
 def test_block_same_as_vitlib_and_timm(dim, heads, n):
-    ref = randomize(vitlib.EncoderBlock(dim, heads, 3 * dim), seed=n)
+    ref = randomize(vitlib.EncoderBlock(dim=dim, heads=heads, mlp_dim=3 * dim), seed=n)
     mine = load(student.EncoderBlock(dim, heads, 3 * dim), ref.state_dict())
     timm_block = load(
         timm_vit.Block(dim, heads, mlp_ratio=3.0, qkv_bias=True, norm_layer=partial(nn.LayerNorm, eps=1e-6)),

@@ -6,7 +6,7 @@
 The instructor's notebooks stay the single source: exercises, solutions and checks are found by the cells' tags
 (`exercise`, `solution`, `exercise-check`, `hidden-check`), points by `metadata.course.points` (default 1). Student
 code runs only in a bubblewrap sandbox and only produces data; the verdicts are computed by the grader (verdict.py).
-Nothing else in vitlib imports this package; it uses only vitlib's top-level names.
+Nothing else in vitlib imports this package; of vitlib it uses only the helpers of `vitlib.utils` (grades.csv).
 """
 
 from .check import answered_notebook, build_class, compare

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+
+from ..utils import write_csv
 
 COLUMNS = ["student", "assignment", "exercise", "points", "max_points", "status", "message"]
 
@@ -18,30 +19,6 @@ def _num(x) -> str:
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def spreadsheet_safe(value) -> str:
-    """A cell a spreadsheet shows as text: one starting with = + - @ (a formula) or a tab/CR gets a leading '."""
-    text = str(value)
-    risky = text[:1] in ("=", "+", "-", "@", "\t", "\r") and len(text) > 1 and not _is_number(text)
-    return "'" + text if risky else text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            cells = {**r, "points": _num(r["points"]), "max_points": _num(r["max_points"])}
-            writer.writerow({k: spreadsheet_safe(cells.get(k, "")) for k in COLUMNS})
 
 
 def totals(rows: list[dict]) -> dict[str, tuple[float, float]]:
@@ -164,7 +141,8 @@ def write_reports(rows: list[dict], out: Path, seconds: float | None = None) -> 
     tmp = Path(tempfile.mkdtemp(prefix=".reports-", dir=out))
     try:
         (tmp / "feedback").mkdir()
-        write_csv(rows, tmp / "grades.csv")
+        cells = [{**r, "points": _num(r["points"]), "max_points": _num(r["max_points"])} for r in rows]
+        write_csv(tmp / "grades.csv", cells, COLUMNS, escape_formulas=True)  # names and messages come from students
         by_student = defaultdict(list)
         for r in rows:
             by_student[r["student"]].append(r)

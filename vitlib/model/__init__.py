@@ -1,12 +1,12 @@
 """The paper's model (section 3.1): patches, E, [class], E_pos, attention, the encoder block, the heads, the ViT and
 its variants (Table 1), hybrid stems, CNN baselines, and the converters from torchvision, timm and the JAX release."""
 
-from .attention import MultiHeadSelfAttention, RelativePosition, attention_weights
+from .attention import MultiHeadSelfAttention, RelativePosition, attention_weights, record_attention
 from .cnn import SmallResNet, create_cnn, is_cnn_name
 from .config import POS_EMBED_KINDS, VARIANTS, ViTConfig, heads_for_width, parse_name
 from .convert import from_jax_npz, from_timm, from_torchvision
 from .embedding import ClassToken, PatchEmbedding
-from .encoder import MLP, DropPath, EncoderBlock
+from .encoder import MLP, DropPath, EncoderBlock, PostNormEncoderBlock
 from .heads import ClassifierHead, finetuning_head, pretraining_head
 from .hybrid import HybridEmbedding, hybrid_stem, resnet_stem, small_resnet_stem
 from .patches import check_patch_size, patchify, unpatchify
@@ -17,6 +17,7 @@ __all__ = [
     "MultiHeadSelfAttention",
     "RelativePosition",
     "attention_weights",
+    "record_attention",
     "SmallResNet",
     "create_cnn",
     "is_cnn_name",
@@ -33,6 +34,7 @@ __all__ = [
     "MLP",
     "DropPath",
     "EncoderBlock",
+    "PostNormEncoderBlock",
     "ClassifierHead",
     "finetuning_head",
     "pretraining_head",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
+
+from .config import check_heads
 
 
 def attention_weights(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -18,7 +23,7 @@ class RelativePosition(nn.Module):
     """1D relative attention (appendix D.4): one learned key embedding per offset i - j, whose logits q_i . r_{i-j}
     are added to the content logits before the softmax."""
 
-    def __init__(self, num_tokens: int, head_dim: int):
+    def __init__(self, *, num_tokens: int, head_dim: int):
         super().__init__()
         self.num_tokens = num_tokens
         self.table = nn.Parameter(torch.randn(2 * num_tokens - 1, head_dim) * 0.02)
@@ -52,11 +57,12 @@ class RelativePosition(nn.Module):
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """MSA: `forward` sends softmax(q k^T / sqrt(D_h)) v through F.scaled_dot_product_attention when `fused`, else
-    writes it out; `forward_with_weights` always writes it out and also returns the weights A."""
+    """MSA: softmax(q k^T / sqrt(D_h)) v for each head, then U_msa; through F.scaled_dot_product_attention when
+    `fused`, else written out. Inside `record_attention` it is written out and its weights A are kept."""
 
     def __init__(
         self,
+        *,
         dim: int,
         heads: int,
         qkv_bias: bool = True,
@@ -65,35 +71,41 @@ class MultiHeadSelfAttention(nn.Module):
         relative_tokens: int | None = None,
     ):
         super().__init__()
-        if dim % heads:
-            raise ValueError(
-                f"width dim={dim} is not divisible by heads={heads}: each head gets dim/heads features, "
-                f"so choose heads among {[h for h in range(1, dim + 1) if dim % h == 0 and h <= 64]}."
-            )
+        check_heads(dim, heads)
         self.heads, self.head_dim, self.fused = heads, dim // heads, fused
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # U_qkv, rows ordered (q|k|v, head, d) like torchvision, timm
         self.proj = nn.Linear(dim, dim)  # U_msa
         self.attn_dropout = attn_dropout
-        self.rel_pos = RelativePosition(relative_tokens, self.head_dim) if relative_tokens else None
-
-    def _qkv(self, x: torch.Tensor):
-        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
-        return q, k, v, (self.rel_pos(q) if self.rel_pos is not None else None)
-
-    def _merge(self, out: torch.Tensor) -> torch.Tensor:
-        return self.proj(rearrange(out, "b h n d -> b n (h d)"))
+        self.rel_pos = RelativePosition(num_tokens=relative_tokens, head_dim=self.head_dim) if relative_tokens else None
+        self.recorded: list[torch.Tensor] | None = None  # set by record_attention
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """MSA(x) (eq. 5-8): (B, N, D) -> (B, N, D)."""
-        if not self.fused:
-            return self.forward_with_weights(x)[0]
-        q, k, v, bias = self._qkv(x)
+        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
+        bias = self.rel_pos(q) if self.rel_pos is not None else None  # relative position logits, or none
         dropout = self.attn_dropout if self.training else 0.0
-        return self._merge(F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout))
+        if self.fused and self.recorded is None:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
+        else:
+            weights = attention_weights(q, k, bias)  # A (B, heads, N, N)
+            if self.recorded is not None:
+                self.recorded.append(weights)
+            out = F.dropout(weights, dropout, self.training) @ v
+        return self.proj(rearrange(out, "b h n d -> b n (h d)"))
 
-    def forward_with_weights(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(MSA(x), the attention weights A (B, heads, N, N)), written out."""
-        q, k, v, bias = self._qkv(x)
-        weights = attention_weights(q, k, bias)
-        out = F.dropout(weights, self.attn_dropout if self.training else 0.0, self.training) @ v
-        return self._merge(out), weights
+
+@contextmanager
+def record_attention(module: nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Within the block, every MultiHeadSelfAttention in `module` writes its attention out and appends its weights A
+    (B, heads, N, N) to the list this yields, in the order they run:
+    `with record_attention(msa) as weights: out = msa(x)` gives MSA(x) and weights == [A]."""
+    weights: list[torch.Tensor] = []
+    layers = [m for m in module.modules() if isinstance(m, MultiHeadSelfAttention)]
+    before = [layer.recorded for layer in layers]
+    for layer in layers:
+        layer.recorded = weights
+    try:
+        yield weights
+    finally:
+        for layer, recorded in zip(layers, before):
+            layer.recorded = recorded

@@ -38,6 +38,15 @@ def check_pos_embed(kind: str) -> str:
     return kind
 
 
+def check_heads(dim: int, heads: int) -> None:
+    """Raise a clear error when the width D cannot be split into `heads` heads of D/heads features each."""
+    if dim % heads:
+        raise ValueError(
+            f"width dim={dim} is not divisible by heads={heads}: each head gets dim/heads features, "
+            f"so choose heads among {[h for h in range(1, dim + 1) if dim % h == 0 and h <= 64]}."
+        )
+
+
 @dataclass(frozen=True)
 class ViTConfig:
     """Every option of a VisionTransformer (section 3.1; the variants of appendix D as options)."""
@@ -74,12 +83,7 @@ class ViTConfig:
             object.__setattr__(self, "class_token", self.pool == "cls")
         if self.pool == "cls" and not self.class_token:
             raise ValueError("pool='cls' needs the [class] token: set class_token=True or pool='gap'.")
-        if self.dim % self.heads:
-            raise ValueError(
-                f"width dim={self.dim} is not divisible by heads={self.heads}: each head gets dim/heads "
-                f"features, so choose heads among "
-                f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}."
-            )
+        check_heads(self.dim, self.heads)
         check_pos_embed(self.pos_embed)
         if self.hybrid is None:
             check_patch_size(self.image_size, self.patch_size)

@@ -13,13 +13,18 @@ class PatchEmbedding(nn.Module):
     """The linear projection E in R^{(P^2 C) x D} of eq. (1), applied either to flattened patches or as a
     Conv2d with kernel = stride = P (the same numbers; `conv=True` is the fast path, as torchvision's `conv_proj`)."""
 
-    def __init__(self, image_size: int, patch_size: int, in_channels: int, dim: int, conv: bool = True):
+    def __init__(
+        self, *, image_size: int | tuple[int, int], patch_size: int, in_channels: int, dim: int, conv: bool = True
+    ):
         super().__init__()
-        self.image_size, self.patch_size, self.in_channels = image_size, patch_size, in_channels
-        self.grid = check_patch_size(image_size, patch_size)
-        self.num_patches = self.grid[0] * self.grid[1]
-        self.conv = conv
+        self.patch_size, self.in_channels, self.conv = patch_size, in_channels, conv
+        self.resize(image_size)
         self.proj = nn.Linear(patch_size * patch_size * in_channels, dim)  # E (weight stored as D x P^2 C)
+
+    def resize(self, image_size: int | tuple[int, int]) -> None:
+        """Read images of another size with the same P and E (section 3.2): the patch grid and N follow."""
+        self.grid = check_patch_size(image_size, self.patch_size)  # (H/P, W/P), or a clear error
+        self.image_size, self.num_patches = image_size, self.grid[0] * self.grid[1]
 
     def conv_weight(self) -> torch.Tensor:
         """E reshaped as Conv2d filters (D, C, P, P): flattening order (p1 p2 c) -> (c, p1, p2)."""
@@ -38,7 +43,7 @@ class PatchEmbedding(nn.Module):
 class ClassToken(nn.Module):
     """Prepends the learnable embedding x_class (BERT's [CLS]) whose final state z_L^0 represents the image."""
 
-    def __init__(self, dim: int):
+    def __init__(self, *, dim: int):
         super().__init__()
         self.token = nn.Parameter(torch.zeros(1, 1, dim))
 

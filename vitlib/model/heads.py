@@ -10,7 +10,7 @@ from torch import nn
 class ClassifierHead(nn.Module):
     """y = W (tanh(W_pre z) if hidden else z) + b. `zero_init` starts the last layer at zero, as for fine-tuning."""
 
-    def __init__(self, dim: int, num_classes: int, hidden: int | None = None, zero_init: bool = True):
+    def __init__(self, *, dim: int, num_classes: int, hidden: int | None = None, zero_init: bool = True):
         super().__init__()
         self.pre_logits = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh()) if hidden else nn.Identity()
         self.fc = nn.Linear(hidden or dim, num_classes) if num_classes > 0 else nn.Identity()
@@ -24,9 +24,9 @@ class ClassifierHead(nn.Module):
 
 def pretraining_head(dim: int, num_classes: int) -> ClassifierHead:
     """The pre-training head: one hidden layer of width D with tanh."""
-    return ClassifierHead(dim, num_classes, hidden=dim, zero_init=False)
+    return ClassifierHead(dim=dim, num_classes=num_classes, hidden=dim, zero_init=False)
 
 
 def finetuning_head(dim: int, num_classes: int) -> ClassifierHead:
     """The fine-tuning head: a single zero-initialised D x K linear layer (section 3.2)."""
-    return ClassifierHead(dim, num_classes, hidden=None, zero_init=True)
+    return ClassifierHead(dim=dim, num_classes=num_classes, hidden=None, zero_init=True)

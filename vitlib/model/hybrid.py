@@ -38,7 +38,7 @@ def resnet_stem(name: str, stride: int, in_channels: int = 3) -> nn.Sequential:
 class HybridEmbedding(nn.Module):
     """x -> CNN feature map (B, C', H/S, W/S) -> N = HW/S^2 tokens of C' features -> E (1x1 patches, D wide)."""
 
-    def __init__(self, backbone: nn.Module, image_size: int, in_channels: int, dim: int, stride: int):
+    def __init__(self, *, backbone: nn.Module, image_size: int, in_channels: int, dim: int, stride: int):
         super().__init__()
         self.image_size, self.in_channels, self.patch_size = image_size, in_channels, stride
         self.backbone = backbone
@@ -54,6 +54,10 @@ class HybridEmbedding(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.proj(self.backbone(images).flatten(2).transpose(1, 2))
+
+    def resize(self, image_size: int | tuple[int, int]) -> None:
+        """Another image size is not supported: the CNN's feature grid is measured when the model is built."""
+        raise NotImplementedError("a hybrid model cannot change its image size; build a new model instead.")
 
 
 # ------------------------------------------------------------------------------------------ small stems (28/32 px)

@@ -55,7 +55,7 @@ def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0) -> 
 class PositionEmbedding(nn.Module):
     """Adds E_pos to the token sequence (B, prefix + N, D). `kind` picks the variant (module docstring)."""
 
-    def __init__(self, kind: str, grid: tuple[int, int], dim: int, num_prefix_tokens: int = 1):
+    def __init__(self, *, kind: str, grid: tuple[int, int], dim: int, num_prefix_tokens: int = 1):
         super().__init__()
         self.kind, self.grid, self.dim = check_pos_embed(kind), tuple(grid), dim
         self.num_prefix_tokens = num_prefix_tokens
@@ -89,12 +89,13 @@ class PositionEmbedding(nn.Module):
         return x if pos is None else x + pos
 
     @torch.no_grad()
-    def resize(self, new_grid: tuple[int, int]) -> None:
-        """Resample to another patch grid (section 3.2): 2D interpolation for "learned", 1D for each axis of
-        "learned2d", recomputed for "sincos2d"."""
+    def resize(self, new_grid: tuple[int, int], mode: str = "bicubic") -> None:
+        """Resample to another patch grid (section 3.2): 2D interpolation for "learned" (`mode`, as
+        `resample_pos_embed`), 1D for each axis of "learned2d", recomputed for "sincos2d"."""
         new_grid = tuple(new_grid)
         if self.kind == "learned":
-            self.weight = nn.Parameter(resample_pos_embed(self.weight, new_grid, self.grid, self.num_prefix_tokens))
+            pos = resample_pos_embed(self.weight, new_grid, self.grid, self.num_prefix_tokens, mode)
+            self.weight = nn.Parameter(pos)
         elif self.kind == "learned2d":
 
             def interp(table, size):

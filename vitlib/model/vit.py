@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
 from ..utils import pair
+from .attention import record_attention
 from .config import ViTConfig, parse_name
 from .embedding import ClassToken, PatchEmbedding
-from .encoder import EncoderBlock
+from .encoder import EncoderBlock, PostNormEncoderBlock
 from .heads import ClassifierHead
 from .hybrid import HybridEmbedding, hybrid_stem
-from .patches import check_patch_size
 from .position import PositionEmbedding
 
 
@@ -19,41 +21,52 @@ class VisionTransformer(nn.Module):
     """z0 = [x_class; x_p E] + E_pos (1); L pre-LN blocks (2, 3); y = LN(z_L^0) (4); then a classifier head.
 
     Built from a config, `VisionTransformer(config)`, or from its options, `VisionTransformer(image_size=28, ...)`
-    (options given beside a config replace its values)."""
+    (options given beside a config replace its values). `forward(images)` is `forward_head(forward_features(images))`;
+    `attention_maps(images)` gives every layer's attention weights."""
 
     def __init__(self, config: ViTConfig | None = None, **options):
         super().__init__()
         config = ViTConfig(**options) if config is None else config.replace(**options) if options else config
-        self.config = config
-        c = config
+        self.config = c = config
         if c.hybrid:
             stem = hybrid_stem(c.hybrid, c.patch_size, c.in_channels)
-            self.patch_embed = HybridEmbedding(stem, c.image_size, c.in_channels, c.dim, c.patch_size)
+            self.patch_embed = HybridEmbedding(
+                backbone=stem, image_size=c.image_size, in_channels=c.in_channels, dim=c.dim, stride=c.patch_size
+            )
         else:
-            self.patch_embed = PatchEmbedding(c.image_size, c.patch_size, c.in_channels, c.dim, c.conv_patch_embed)
-        self.cls_token = ClassToken(c.dim) if c.class_token else None
-        self.pos_embed = PositionEmbedding(c.pos_embed, self.patch_embed.grid, c.dim, c.num_prefix_tokens)
+            self.patch_embed = PatchEmbedding(
+                image_size=c.image_size,
+                patch_size=c.patch_size,
+                in_channels=c.in_channels,
+                dim=c.dim,
+                conv=c.conv_patch_embed,
+            )
+        self.cls_token = ClassToken(dim=c.dim) if c.class_token else None
+        self.pos_embed = PositionEmbedding(
+            kind=c.pos_embed, grid=self.patch_embed.grid, dim=c.dim, num_prefix_tokens=c.num_prefix_tokens
+        )
         self.dropout = nn.Dropout(c.dropout)
-        rel = self.num_patches + c.num_prefix_tokens if c.pos_embed == "relative" else None
+        block = EncoderBlock if c.norm_first else PostNormEncoderBlock
         self.blocks = nn.ModuleList(
             [
-                EncoderBlock(
-                    c.dim,
-                    c.heads,
-                    c.mlp_dim,
-                    c.dropout,
-                    c.attn_dropout,
-                    c.drop_path * i / max(c.depth - 1, 1),
-                    c.qkv_bias,
-                    c.fused,
-                    c.norm_first,
-                    rel,
+                block(
+                    dim=c.dim,
+                    heads=c.heads,
+                    mlp_dim=c.mlp_dim,
+                    dropout=c.dropout,
+                    attn_dropout=c.attn_dropout,
+                    drop_path=c.drop_path * i / max(c.depth - 1, 1),
+                    qkv_bias=c.qkv_bias,
+                    fused=c.fused,
+                    relative_tokens=self.num_patches + c.num_prefix_tokens if c.pos_embed == "relative" else None,
                 )
                 for i in range(c.depth)
             ]
         )
         self.norm = nn.LayerNorm(c.dim, eps=1e-6)
-        self.head = ClassifierHead(c.dim, c.num_classes, hidden=c.head_hidden, zero_init=c.head_hidden is None)
+        self.head = ClassifierHead(
+            dim=c.dim, num_classes=c.num_classes, hidden=c.head_hidden, zero_init=c.head_hidden is None
+        )
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -105,79 +118,64 @@ class VisionTransformer(nn.Module):
                 f"model.set_image_size({tuple(images.shape[-2:])}) to interpolate E_pos (section 3.2)."
             )
 
-    def patch_tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """x_p E: the embedded patches (B, N, D), checked to be images the model was built for."""
+    def forward_features(
+        self,
+        images: torch.Tensor,
+        keep: torch.Tensor | None = None,
+        corrupt: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Eq. (1)-(3) and the final LN: images (B, C, H, W) -> the normalised z_L (B, prefix + N, D).
+
+        `keep` (B, K) patch indices: only those patches, each with its own E_pos, go on (MAE): (B, prefix + K, D).
+        `corrupt`: a function applied to x_p E (B, N, D) before eq. (1) (masked patch prediction's corruption)."""
         self.check_input(images)
-        return self.patch_embed(images)
-
-    def embed(self, images: torch.Tensor) -> torch.Tensor:
-        """Eq. (1): z0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos (with embedding dropout while training)."""
-        return self.embed_tokens(self.patch_tokens(images))
-
-    def embed_tokens(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """Eq. (1) from the embedded patches x (B, N, D): add E_pos, prepend [class] (with its own E_pos), dropout.
-
-        `keep` (B, K) indices: only those patches, each with its own E_pos, go on (MAE's visible patches)."""
+        x = self.patch_embed(images)  # x_p E: (B, N, D)
+        if corrupt is not None:
+            x = corrupt(x)
+        # eq. (1): z0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos, then the embedding dropout (Appendix B.1)
         if keep is None:
-            z = self.cls_token(x) if self.cls_token is not None else x
-            return self.dropout(self.pos_embed(z))
-        pos, prefix = self.pos_embed.embeddings(), self.num_prefix_tokens
-        if pos is None:
-            raise ValueError(
-                f"keeping some patches needs an absolute E_pos per patch; this model has "
-                f"pos_embed={self.config.pos_embed!r}: use 'learned', 'learned2d' or 'sincos2d'."
-            )
-        x = torch.gather(x + pos[:, prefix:], 1, keep[..., None].expand(-1, -1, x.shape[-1]))
-        if self.cls_token is not None:
-            x = torch.cat([(self.cls_token.token + pos[:, :prefix]).expand(len(x), -1, -1), x], dim=1)
-        return self.dropout(x)
-
-    def encode(self, z: torch.Tensor) -> torch.Tensor:
-        """Eq. (2)-(3) and the final LN: the L encoder blocks on tokens z0 (B, T, D) -> z_L normalised (B, T, D)."""
-        for block in self.blocks:
+            z = self.pos_embed(self.cls_token(x) if self.cls_token is not None else x)
+        else:  # MAE: only the kept patches go on, each with its own E_pos, [class] with its own
+            pos, prefix = self.pos_embed.embeddings(), self.num_prefix_tokens
+            if pos is None:
+                raise ValueError(
+                    f"keeping some patches needs an absolute E_pos per patch; this model has "
+                    f"pos_embed={self.config.pos_embed!r}: use 'learned', 'learned2d' or 'sincos2d'."
+                )
+            z = torch.gather(x + pos[:, prefix:], 1, keep[..., None].expand(-1, -1, x.shape[-1]))
+            if self.cls_token is not None:
+                z = torch.cat([(self.cls_token.token + pos[:, :prefix]).expand(len(z), -1, -1), z], dim=1)
+        z = self.dropout(z)
+        for block in self.blocks:  # eq. (2)-(3)
             z = block(z)
-        return self.norm(z)
+        return self.norm(z)  # LN(z_L), every token
 
-    def forward_tokens(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-        """From embedded patches x (B, N, D) to the normalised z_L (B, prefix + N or K, D); see `embed_tokens`."""
-        return self.encode(self.embed_tokens(x, keep))
-
-    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
-        """Eq. (1)-(3) and the final LN: z_L normalised, (B, prefix + N, D)."""
-        return self.forward_tokens(self.patch_tokens(images))
-
-    def pool_features(self, z: torch.Tensor) -> torch.Tensor:
-        """Eq. (4): y = LN(z_L^0) with the [class] token, or the mean of the patch tokens (GAP)."""
-        return z[:, 0] if self.pool == "cls" else z[:, self.num_prefix_tokens :].mean(dim=1)
+    def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        """Eq. (4) and the head: y = LN(z_L^0), the [class] token (or, with pool 'gap', the mean of the patch tokens),
+        from forward_features' tokens (B, prefix + N, D); the head's logits (B, K), or y (B, D) when `pre_logits`."""
+        y = tokens[:, 0] if self.pool == "cls" else tokens[:, self.num_prefix_tokens :].mean(dim=1)
+        return y if pre_logits else self.head(y)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.pool_features(self.forward_features(images)))
-
-    def forward_with_attention(self, images: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """(z_L normalised, the attention weights softmax(q k^T / sqrt(D_h)) of every layer, each (B, heads, L, L)),
-        with the attention written out."""
-        z, weights = self.embed(images), []
-        for block in self.blocks:
-            z, w = block.forward_with_weights(z)
-            weights.append(w)
-        return self.norm(z), weights
+        """Images (B, C, H, W) -> logits (B, K)."""
+        return self.forward_head(self.forward_features(images))
 
     @torch.no_grad()
     def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
-        """The attention weights of every layer, each (B, heads, L, L), for analysis."""
-        return self.forward_with_attention(images)[1]
+        """The attention weights softmax(q k^T / sqrt(D_h)) of every layer, each (B, heads, L, L), for analysis: one
+        forward pass with the attention written out (`record_attention`)."""
+        with record_attention(self.blocks) as weights:
+            self.forward_features(images)
+        return weights
 
     @torch.no_grad()
-    def set_image_size(self, image_size: int | tuple[int, int]) -> None:
-        """Fine-tune at another resolution (section 3.2): keep P, resample E_pos to the new patch grid in 2D; the
-        model gets a new config with the new image size."""
-        size = pair(image_size, "image_size")
-        if isinstance(self.patch_embed, HybridEmbedding):
-            raise NotImplementedError("set_image_size is not supported for hybrid models; build a new model instead.")
-        grid, old_grid = check_patch_size(size, self.patch_embed.patch_size), tuple(self.patch_embed.grid)
-        self.pos_embed.resize(grid)
-        self.patch_embed.image_size, self.patch_embed.grid = size, grid
-        self.patch_embed.num_patches = grid[0] * grid[1]
+    def set_image_size(self, image_size: int | tuple[int, int], mode: str = "bicubic") -> None:
+        """Fine-tune at another resolution (section 3.2): keep P, resample E_pos to the new patch grid in 2D (`mode`,
+        as `resample_pos_embed`); the model gets a new config with the new image size."""
+        size, old_grid = pair(image_size, "image_size"), tuple(self.patch_embed.grid)
+        self.patch_embed.resize(size)  # the new grid, checked (a hybrid refuses)
+        grid = self.patch_embed.grid
+        self.pos_embed.resize(grid, mode)
         for block in self.blocks:
             if block.attn.rel_pos is not None:
                 block.attn.rel_pos.resize(old_grid, grid, self.num_prefix_tokens)

@@ -117,7 +117,7 @@ class DINO(nn.Module):
 
     def embed(self, net: VisionTransformer, head: DINOHead, views: list[torch.Tensor]) -> list[torch.Tensor]:
         """The head's outputs for each view, one forward pass over the views stacked."""
-        y = net.pool_features(net.forward_features(torch.cat(views)))
+        y = net.forward_head(net.forward_features(torch.cat(views)), pre_logits=True)
         return list(head(y).split([len(v) for v in views]))
 
     def forward(self, views: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:

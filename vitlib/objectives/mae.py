@@ -56,14 +56,14 @@ class MAE(nn.Module):
         nn.init.normal_(self.mask_token, std=0.02)
         self.register_buffer("decoder_pos", sincos_2d(grid, decoder_dim)[None], persistent=False)
         self.decoder = nn.ModuleList(
-            [EncoderBlock(decoder_dim, decoder_heads, 4 * decoder_dim) for _ in range(decoder_depth)]
+            [EncoderBlock(dim=decoder_dim, heads=decoder_heads, mlp_dim=4 * decoder_dim) for _ in range(decoder_depth)]
         )
         self.decoder_norm = nn.LayerNorm(decoder_dim, eps=1e-6)
         self.decoder_pred = nn.Linear(decoder_dim, p * p * c)
 
     def encode(self, images: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """The ViT on the kept patches only (each with its own E_pos), plus the [class] token: (B, prefix + K, D)."""
-        return self.vit.forward_tokens(self.vit.patch_tokens(images), keep)
+        return self.vit.forward_features(images, keep)
 
     def decode(self, latent: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """Encoded kept patches + [mask] at the hidden places, decoder E_pos (fixed sin-cos), blocks -> pixels per

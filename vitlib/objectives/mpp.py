@@ -88,16 +88,18 @@ class MaskedPatchPrediction(nn.Module):
         out = torch.where((kind == 2)[..., None], other, out)
         return out, corrupted
 
-    def encode(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Eq. (1)-(4) from patch embeddings on: [class] token, E_pos, the encoder, the final LN."""
-        return self.vit.forward_tokens(tokens)
-
     def forward(self, images: torch.Tensor, generator: torch.Generator | None = None):
         self.vit.check_input(images)
         pixels = (images * self.std + self.mean).clamp(0, 1)
         targets = mean_colour_targets(pixels, self.vit.patch_embed.patch_size, self.bits)
-        tokens, corrupted = self.corrupt(self.vit.patch_tokens(images), generator)
-        z = self.encode(tokens)[:, self.vit.num_prefix_tokens :]
+        plan = {}
+
+        def corrupt(x: torch.Tensor) -> torch.Tensor:  # applied by the ViT to x_p E, before eq. (1)
+            x, plan["corrupted"] = self.corrupt(x, generator)
+            return x
+
+        z = self.vit.forward_features(images, corrupt=corrupt)[:, self.vit.num_prefix_tokens :]
+        corrupted = plan["corrupted"]
         logits = self.predictor(z[corrupted]).float()
         loss = F.cross_entropy(logits, targets[corrupted])
         return loss, (logits.argmax(-1) == targets[corrupted]).float().mean()

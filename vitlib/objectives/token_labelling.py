@@ -94,7 +94,7 @@ class TokenLabelling(nn.Module):
         """The loss's parts per image, (B,) each: 'class', 'token', 'kd' (zero when their weight is 0), 'total';
         and the [class] 'logits' (B, K)."""
         z = self.vit.forward_features(images)
-        logits = self.vit.head(self.vit.pool_features(z)).float()
+        logits = self.vit.forward_head(z).float()
         parts = {"class": F.cross_entropy(logits, labels, reduction="none")}
         zero = torch.zeros_like(parts["class"])
         parts["token"], parts["kd"] = zero, zero

@@ -4,6 +4,7 @@ distance of every head, and attention rollout.
     weights = model.attention_maps(images)                # every layer's softmax(q k^T / sqrt(D_h)), (B, h, L, L)
     dist = mean_attention_distance(weights, model)        # Fig. 7 (right): (layers, heads), in pixels
     maps = rollout_maps(weights, model)                   # Fig. 6: (B, gh, gw) attention of [class] on the patches
+    rows = class_attention(weights[-1], grid=(gh, gw))    # [class]'s row of the last layer: (B, h, gh, gw)
     depth_trend(dist)                                     # Fig. 7 (right) as one number
 
 What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.studies.embeddings`.
@@ -38,6 +39,26 @@ def _check_weights(weights: torch.Tensor, grid: tuple[int, int], prefix: int) ->
             f"{gh}x{gw} patches = {prefix + gh * gw}, got shape {tuple(weights.shape)}; get them from "
             f"model.attention_maps(images)."
         )
+
+
+def class_attention(
+    weights: torch.Tensor, num_prefix_tokens: int = 1, grid: tuple[int, int] | None = None, renormalise: bool = False
+) -> torch.Tensor:
+    """The [class] token's attention on the patches: row 0 of attention weights (..., L, L), without the prefix
+    columns, (..., N); without prefix tokens (no [class] token) the mean of all rows. `renormalise`: each row scaled
+    to sum to 1 over the patches (else it sums to 1 minus the attention on the prefix tokens). `grid` (gh, gw):
+    checked against L = prefix + gh * gw, the result put on the patch grid, (..., gh, gw)."""
+    if grid is not None:
+        gh, gw = grid
+        if weights.shape[-1] != num_prefix_tokens + gh * gw or weights.shape[-2] != weights.shape[-1]:
+            raise ValueError(
+                f"attention weights of shape {tuple(weights.shape)} do not fit {num_prefix_tokens} prefix "
+                f"token(s) + a {gh}x{gw} grid of patches (L = {num_prefix_tokens + gh * gw})."
+            )
+    rows = weights[..., 0, num_prefix_tokens:] if num_prefix_tokens else weights.mean(dim=-2)
+    if renormalise:
+        rows = rows / rows.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    return rows if grid is None else rows.reshape(*rows.shape[:-1], *grid)
 
 
 # ------------------------------------------------------------------------------------------ Fig. 7 (right)
@@ -120,10 +141,7 @@ def rollout_maps(
     grid, _, prefix = _grid_of(model_or_grid)
     layers = list(weights)
     _check_weights(layers[0], grid, prefix)
-    r = attention_rollout(layers, add_residual, head_fusion)
-    rows = r[:, 0, prefix:] if prefix else r.mean(dim=1)
-    rows = rows / rows.sum(dim=-1, keepdim=True)
-    return rows.reshape(-1, *grid)
+    return class_attention(attention_rollout(layers, add_residual, head_fusion), prefix, grid, renormalise=True)
 
 
 # --------------------------------------------------------------------------------- one number per claim

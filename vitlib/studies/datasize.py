@@ -3,9 +3,9 @@ CNN on growing stratified fractions of one training set, each to its plateau, an
 CNN's built-in translation equivariance.
 
     data = get_dataset("fashion-mnist-mini")
-    cfg = TrainConfig(batch_size=64, lr=2e-3, device="cpu")
+    cfg = TrainConfig(batch_size=64, lr=2e-3, steps=2000, patience=5, device="cpu")  # a budget, early stopping
     sub = fraction_of(data, 0.05, seed=1)                      # 5 % of the training images, every class its share
-    result = train_to_plateau(cfg, model, sub, max_steps=2000)  # early stopping on the validation split
+    result = train_to_plateau(cfg, model, sub)                 # stops on the validation split
 
 Every run trains until its validation accuracy stops improving (early stopping, the best weights kept), within a
 budget of steps: the paper's Fig. 4 uses early stopping too ("we ... use early-stopping, and report the best
@@ -42,38 +42,28 @@ class PlateauResult:
     time_s: float
 
 
-def train_to_plateau(
-    cfg: TrainConfig,
-    model: nn.Module,
-    data: Dataset,
-    max_steps: int,
-    evaluations: int = 20,
-    patience: int = 5,
-    warmup_steps: int | None = None,
-) -> PlateauResult:
-    """Train `model` on data.train until its validation accuracy has not improved for `patience` evaluations (or
-    `max_steps` optimizer steps are done), keep the best weights and test them.
+def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evaluations: int = 20) -> PlateauResult:
+    """Train `model` on data.train until its validation accuracy has not improved for cfg.patience evaluations (or
+    the budget of cfg.steps optimizer steps is spent), keep the best weights and test them.
 
     About `evaluations` evaluations are spread over the budget whatever the subset's size (a 1 % subset takes many
-    epochs between two of them, the whole set a few). The recipe is cfg's (AdamW, warm-up for `warmup_steps`,
-    default 10 % of the budget, cosine decay over the budget, clipping); the batch is cfg.batch_size or the whole
-    split when it is smaller."""
-    if max_steps < 1 or evaluations < 1 or patience < 1:
+    epochs between two of them, the whole set a few). The recipe is cfg's (AdamW, cosine decay over the budget,
+    clipping, ...), with a warm-up of 10 % of the budget (in steps, whatever the subset's size; cfg.warmup_epochs is
+    not used); the batch is cfg.batch_size or the whole split when it is smaller."""
+    if cfg.steps < 1 or evaluations < 1 or cfg.patience < 1:
         raise ValueError(
-            f"max_steps, evaluations and patience must be at least 1, got {max_steps}, {evaluations}, {patience}."
+            f"the step budget (steps), evaluations and patience must be at least 1, got {cfg.steps}, {evaluations}, "
+            f"{cfg.patience}."
         )
     if not isinstance(data.train, TensorSplit) or data.val is None:
         raise ValueError("train_to_plateau needs an in-memory training split and a validation split to stop on.")
     batch = min(cfg.batch_size, len(data.train))
     per_epoch = len(data.train) // batch
-    warmup = max(1, round(0.1 * max_steps) if warmup_steps is None else warmup_steps)
     run_cfg = dataclasses.replace(
         cfg,
         batch_size=batch,
-        steps=max_steps,
-        warmup_epochs=warmup / per_epoch,
-        eval_every=max(1, round(max_steps / evaluations / per_epoch)),
-        patience=patience,
+        warmup_epochs=max(1, round(0.1 * cfg.steps)) / per_epoch,
+        eval_every=max(1, round(cfg.steps / evaluations / per_epoch)),
         eval_test=True,
         out=None,
         progress=False,
@@ -101,15 +91,16 @@ def run_fractions(
     fractions: Sequence[float],
     seeds: Iterable[int],
     cfg: TrainConfig,
-    max_steps: int,
+    *,
     shots: int = 0,
-    **plateau,
+    evaluations: int = 20,
 ) -> list[dict]:
-    """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`) on
-    fraction_of(data, fraction, seed); rows go to `exp` (a vitlib.studies.experiments.Experiment) as condition
-    '<name> <fraction:g>' with the fields model, fraction and n_train, and the metrics test_acc, test_loss, best_epoch,
-    steps, epochs, params, time_s (and, with `shots`, few_shot_acc: a linear probe of the frozen features on `shots`
-    validation images per class, as Fig. 4 evaluates)."""
+    """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`, within
+    cfg's budget of steps, with cfg's patience) on fraction_of(data, fraction, seed); rows go to `exp` (a
+    vitlib.studies.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction and
+    n_train, and the metrics test_acc, test_loss, best_epoch, steps, epochs, params, time_s (and, with `shots`,
+    few_shot_acc: a linear probe of the frozen features on `shots` validation images per class, as Fig. 4
+    evaluates)."""
     seeds = list(seeds)
     rows = []
     for name, make in models.items():
@@ -120,7 +111,7 @@ def run_fractions(
                 sub = fraction_of(data, fraction, seed)
                 torch.manual_seed(seed)
                 model = make(seed)
-                r = train_to_plateau(dataclasses.replace(cfg, seed=seed), model, sub, max_steps, **plateau)
+                r = train_to_plateau(dataclasses.replace(cfg, seed=seed), model, sub, evaluations=evaluations)
                 out = {
                     "test_acc": r.test["acc"],
                     "test_loss": r.test["loss"],
@@ -152,26 +143,48 @@ def gaps(exp, a: str, b: str, fractions: Sequence[float], metric: str = "test_ac
 
 
 # ------------------------------------------------------------------------------------ translation equivariance
-def shift(images: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+def shift(images: torch.Tensor, dy: int, dx: int, circular: bool = True) -> torch.Tensor:
     """Shift images (..., H, W) down by dy and right by dx pixels, circularly (what leaves one side comes back on the
-    other), so that a shift loses no pixels and equivariance can be tested exactly."""
-    return torch.roll(images, shifts=(dy, dx), dims=(-2, -1))
+    other), so that a shift loses no pixels and equivariance can be tested exactly; circular=False: zeros shifted in,
+    what leaves the image lost."""
+    if circular:
+        return torch.roll(images, shifts=(dy, dx), dims=(-2, -1))
+    out = torch.zeros_like(images)
+    h, w = images.shape[-2:]
+    out[..., max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = images[
+        ..., max(-dy, 0) : h + min(-dy, 0), max(-dx, 0) : w + min(-dx, 0)
+    ]
+    return out
 
 
 @torch.no_grad()
 def equivariance_error(
-    f: Callable[[torch.Tensor], torch.Tensor], images: torch.Tensor, dy: int, dx: int, stride: int = 1
+    f: Callable[[torch.Tensor], torch.Tensor],
+    images: torch.Tensor,
+    dy: int,
+    dx: int,
+    stride: int = 1,
+    circular: bool = True,
+    border: int = 0,
+    relative: bool = True,
 ) -> float:
     """max |f(shift(x)) - shift(f(x))| / max |f(x)|, f's output (B, C, H', W') a map with `stride` input pixels per
     cell: the output is shifted by (dy / stride, dx / stride) cells, so dy and dx must be multiples of `stride`.
-    0 (up to rounding) means f is equivariant to that shift."""
+    0 (up to rounding) means f is equivariant to that shift. circular=False: zeros shifted in (`shift`), and the
+    cells the shift emptied left out of the comparison; `border`: that many more cells left out along every edge
+    (where padding makes any map differ); relative=False: the difference itself, not divided by max |f(x)|."""
     if dy % stride or dx % stride:
         raise ValueError(
             f"a map with stride {stride} can only be compared for shifts by multiples of {stride}, got "
             f"({dy}, {dx}); compare a shift of ({dy - dy % stride}, {dx - dx % stride}) or use stride 1."
         )
     y = f(images)
-    return ((f(shift(images, dy, dx)) - shift(y, dy // stride, dx // stride)).abs().max() / y.abs().max()).item()
+    diff = f(shift(images, dy, dx, circular)) - shift(y, dy // stride, dx // stride, circular)
+    m = border + (0 if circular else max(abs(dy), abs(dx)) // stride)
+    if m:
+        diff = diff[..., m : diff.shape[-2] - m, m : diff.shape[-1] - m]
+    error = diff.abs().max()
+    return (error / y.abs().max() if relative else error).item()
 
 
 def vit_token_map(model, images: torch.Tensor) -> torch.Tensor:

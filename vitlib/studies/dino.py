@@ -1,14 +1,14 @@
 """DINO in miniature (Caron et al. 2021; beyond the ViT paper): pre-train a ViT by self-distillation on a data set's
 training images without their labels, then ask where its [class] token looks.
 
-    dino, history = pretrain_dino(vit, data, steps=100)          # `vitlib.objectives.dino.DINO`, per-step log
+    dino, history = pretrain_dino(vit, data, TrainConfig(steps=100, weight_decay=0.04, grad_clip=3.0))  # per step
     share = foreground_share(weights[-1], raw_images, patch_size)  # [class] attention on the object, per image
 
 Why its own training function, not `vitlib.train.train`: one DINO step is more than `objective.loss` + AdamW. Every
 image is seen as several augmented views drawn per image (the loop's loaders draw one view per batch), and after
 every optimizer step the teacher follows the student with a momentum that rises along a cosine schedule (the loop's
 `EMA` has one fixed decay) while the centre follows the teacher's outputs. Both are state of the objective itself;
-the optimiser and its schedule are the loop's (`param_groups`, `lr_lambda`)."""
+the recipe is a `TrainConfig`, the optimiser and its schedule are the loop's (`param_groups`, `lr_lambda`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from torch import nn
 from ..data import Dataset
 from ..model import VisionTransformer
 from ..objectives.dino import DINO, entropies, teacher_momentum
-from ..train import TrainConfig, lr_lambda, param_groups
+from ..train import TrainConfig, check_config, lr_lambda, param_groups, resolve_device
+from .attention_maps import class_attention
 
 
 def dino_views(scale: tuple[float, float] = (0.35, 1.0), blur: float = 0.5, image_size: int = 28) -> T.Compose:
@@ -52,36 +53,42 @@ def make_views(images: torch.Tensor, n_global: int = 2, n_local: int = 0, mean=(
 def pretrain_dino(
     vit: VisionTransformer,
     data: Dataset,
-    steps: int = 100,
-    batch_size: int = 128,
-    lr: float = 1e-3,
-    weight_decay: float = 0.04,
-    warmup_steps: int = 10,
+    cfg: TrainConfig,
+    *,
     momentum: float = 0.996,
     n_local: int = 0,
-    grad_clip: float = 3.0,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
     **dino_options,
 ) -> tuple[DINO, list[dict]]:
-    """Train DINO(vit) for `steps` AdamW steps on batches of data.train's images (labels never read); returns the
-    model (on the CPU, in eval mode) and one row per step: loss, teacher momentum, the teacher's two entropies."""
-    torch.manual_seed(seed)
+    """Train DINO(vit) on batches of data.train's images (labels never read) with cfg's recipe, as `vitlib.train`
+    reads it: cfg.steps AdamW steps (0: cfg.epochs passes over the images), batch_size, lr, beta1, beta2,
+    weight_decay, warmup_epochs, schedule, min_lr, grad_clip, seed and device (DINO's own views are its augmentation,
+    in full precision: cfg's augment, mixup, cutmix, label smoothing, EMA and precision play no part). DINO's paper
+    uses weight_decay=0.04 and grad_clip=3. Its own options: the teacher's starting `momentum` (rising to 1), `n_local`
+    local views per image, and DINO's (`prototypes`, `centring`, `tau_t`, ...). Returns the model (on the CPU, in eval
+    mode) and one row per step: loss, teacher momentum, the teacher's two entropies."""
+    check_config(cfg)
+    images, device = data.train.images, resolve_device(cfg.device)
+    per_epoch = len(images) // cfg.batch_size
+    if per_epoch == 0:
+        raise ValueError(f"the training set ({len(images)} images) is smaller than one batch ({cfg.batch_size}).")
+    steps, warmup = cfg.steps or cfg.epochs * per_epoch, max(1, round(cfg.warmup_epochs * per_epoch))
+    torch.manual_seed(cfg.seed)
     dino = DINO(vit, **dino_options).to(device).train()
-    cfg = TrainConfig(lr=lr, min_lr=min(1e-5, lr), weight_decay=weight_decay, schedule="cosine")
-    optimizer = torch.optim.AdamW(param_groups(nn.ModuleList([dino.student, dino.student_head]), weight_decay), lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup_steps))
-    images, g, history = data.train.images, torch.Generator().manual_seed(seed), []
+    groups = param_groups(nn.ModuleList([dino.student, dino.student_head]), cfg.weight_decay)
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup))
+    g, history = torch.Generator().manual_seed(cfg.seed), []
     order, start = torch.randperm(len(images), generator=g), time.perf_counter()
     for step in range(steps):
-        at = (step * batch_size) % len(images)
-        if at + batch_size > len(images):
+        at = (step * cfg.batch_size) % len(images)
+        if at + cfg.batch_size > len(images):
             order, at = torch.randperm(len(images), generator=g), 0
-        views = make_views(images[order[at : at + batch_size]], dino.n_global, n_local, data.mean, data.std)
+        views = make_views(images[order[at : at + cfg.batch_size]], dino.n_global, n_local, data.mean, data.std)
         loss, teacher = dino([v.to(device) for v in views])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(dino.student_parameters(), grad_clip)
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(dino.student_parameters(), cfg.grad_clip)
         optimizer.step()
         scheduler.step()
         m = teacher_momentum(step, steps, momentum)
@@ -92,18 +99,18 @@ def pretrain_dino(
     return dino.cpu().eval(), history
 
 
-def collapse_runs(vit_fn, data: Dataset, settings: dict[str, dict], **train_options) -> dict[str, list[dict]]:
-    """pretrain_dino once per named setting (e.g. {'centring + sharpening': {}, 'no centring': dict(centring=False)})
-    from the same initial ViT (vit_fn()), and the per-step history of each."""
-    return {name: pretrain_dino(vit_fn(), data, **{**train_options, **opts})[1] for name, opts in settings.items()}
+def collapse_runs(vit_fn, data: Dataset, settings: dict[str, dict], cfg: TrainConfig, **options) -> dict[str, list]:
+    """pretrain_dino(vit_fn(), data, cfg, **options) once per named setting of DINO's options (e.g.
+    {'centring + sharpening': {}, 'no centring': dict(centring=False)}), each from the same initial ViT, and the
+    per-step history of each."""
+    return {name: pretrain_dino(vit_fn(), data, cfg, **{**options, **opts})[1] for name, opts in settings.items()}
 
 
 # ------------------------------------------------------------------------------------------- where [class] looks
 def cls_attention(weights: torch.Tensor, prefix: int = 1, head: str = "mean") -> torch.Tensor:
     """The [class] token's attention on the patches in one layer's weights (B, heads, L, L): (B, N), heads fused by
-    their mean (or, head='each', kept: (B, heads, N)), each row renormalised over the patches."""
-    a = weights[:, :, 0, prefix:].double()
-    a = a / a.sum(-1, keepdim=True).clamp_min(1e-12)
+    their mean (or, head='each', kept: (B, heads, N)), each row renormalised over the patches (`class_attention`)."""
+    a = class_attention(weights.double(), prefix, renormalise=True)
     return (a.mean(1) if head == "mean" else a).float()
 
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model import VisionTransformer, check_patch_size, finetuning_head, resample_pos_embed
+from ..model import VisionTransformer, check_patch_size, finetuning_head
 from ..utils import pair
 
 POS_INTERPOLATIONS = ("2d", "1d", "fresh")
@@ -116,14 +116,11 @@ def prepare_for_finetuning(
     replace_head(model, num_classes)
     if image_size is None or tuple(size) == tuple(model.image_size):
         return model
-    old = model.pos_embed.weight.detach().clone() if kind == "learned" else None
-    old_grid, prefix = tuple(model.pos_embed.grid), model.num_prefix_tokens
-    model.set_image_size(size)  # patch grid, N, E_pos in 2D (bicubic), relative-position tables
-    if kind == "learned" and (pos_interp != "2d" or mode != "bicubic"):
+    old, prefix = model.pos_embed.embeddings(), model.num_prefix_tokens
+    model.set_image_size(size, mode=mode)  # patch grid, N, E_pos in 2D (`mode`), relative-position tables
+    if pos_interp != "2d":  # a baseline replaces the 2D-interpolated E_pos (learned 1D only, checked above)
         n = new_grid[0] * new_grid[1]
-        if pos_interp == "2d":
-            new = resample_pos_embed(old, new_grid, old_grid, prefix, mode=mode)
-        elif pos_interp == "1d":
+        if pos_interp == "1d":
             new = resample_pos_embed_1d(old, n, prefix)
         else:
             new = fresh_pos_embed(old, n, prefix, torch.Generator().manual_seed(seed))

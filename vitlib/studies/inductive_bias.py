@@ -13,6 +13,7 @@ from torch import nn
 
 from ..data import Dataset, TensorSplit
 from ..model import create_cnn, create_model, patchify, unpatchify
+from .datasize import equivariance_error
 from .stats import difference, mean_std
 
 INPUTS = ("original", "patches", "pixels")  # the three inputs of the experiment
@@ -157,20 +158,9 @@ def influence(fn, x: torch.Tensor, select) -> torch.Tensor:
 
 def translation_error(fn, x: torch.Tensor, dy: int, dx: int, border: int) -> float:
     """max |fn(shift(x)) - shift(fn(x))| away from the borders (`border` pixels of the output left out), for a map
-    fn of images to same-size feature maps and a shift by (dy, dx) pixels (zeros shifted in)."""
-
-    def move(t):
-        out = torch.zeros_like(t)
-        h, w = t.shape[-2:]
-        out[..., max(dy, 0) : h + min(dy, 0), max(dx, 0) : w + min(dx, 0)] = t[
-            ..., max(-dy, 0) : h + min(-dy, 0), max(-dx, 0) : w + min(-dx, 0)
-        ]
-        return out
-
-    with torch.no_grad():
-        diff = fn(move(x)) - move(fn(x))
-    m = border + max(abs(dy), abs(dx))
-    return diff[..., m:-m, m:-m].abs().max().item()
+    fn of images to same-size feature maps and a shift by (dy, dx) pixels (zeros shifted in): the absolute
+    `vitlib.studies.datasize.equivariance_error` of a non-circular shift."""
+    return equivariance_error(fn, x, dy, dx, circular=False, border=border, relative=False)
 
 
 def absorb_pixel_permutation(linear: nn.Linear, perm: torch.Tensor) -> nn.Linear:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..model import check_patch_size
+from .attention_maps import class_attention
 
 PATCH_GRID_GID = "patch-grid"
 
@@ -262,14 +263,8 @@ def show_attention_matrix(
 def cls_attention_grid(weights: torch.Tensor, grid: tuple[int, int], num_prefix_tokens: int = 1) -> torch.Tensor:
     """The [class] token's attention on the patches, on the patch grid: weights (..., L, L) with L = prefix + N
     -> (..., grid_h, grid_w), row 0 without the prefix columns (these values sum to 1 minus the attention to the
-    prefix tokens)."""
-    gh, gw = grid
-    if weights.shape[-1] != num_prefix_tokens + gh * gw or weights.shape[-2] != weights.shape[-1]:
-        raise ValueError(
-            f"attention weights of shape {tuple(weights.shape)} do not fit {num_prefix_tokens} prefix "
-            f"token(s) + a {gh}x{gw} grid of patches (L = {num_prefix_tokens + gh * gw})."
-        )
-    return weights[..., 0, num_prefix_tokens:].reshape(*weights.shape[:-2], gh, gw)
+    prefix tokens): `vitlib.studies.attention_maps.class_attention` on the grid."""
+    return class_attention(weights, num_prefix_tokens, grid)
 
 
 def show_attention_overlay(

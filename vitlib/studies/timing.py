@@ -6,12 +6,14 @@ and the timing rounds of the benchmarks (models timed in turns, so a change in t
     loglog_slope([r["N"] for r in rows], [r["seconds"] for r in rows], min_x=128)   # about 2 at large N
     train_throughput(model, batch_size=64)                     # images/s of forward + backward + AdamW
 
-Timings depend on the machine and on what else runs on it: compare them within one run only.
+The measurements are `torch.utils.benchmark.Timer`'s (`time_call`). Timings depend on the machine and on what else
+runs on it: compare them within one run only.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import platform
 import statistics
@@ -46,18 +48,21 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_call(fn: Callable[[], object], repeats: int = 3, warmup: int = 1) -> float:
-    """The median wall time of `fn()` in seconds over `repeats` calls, after `warmup` untimed calls."""
+def time_call(fn: Callable[[], object], repeats: int = 3, threads: int | None = None) -> float:
+    """Seconds per call of `fn()`: `repeats` calls timed as one block by `torch.utils.benchmark.Timer.timeit`, after
+    its warm-up (2 untimed calls), with the clock waiting for the GPU's queued work and garbage collection paused.
+    `threads`: PyTorch's CPU threads while timing (restored afterwards; None keeps the current setting)."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}.")
-    for _ in range(max(warmup, 0)):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    cpp_extension = logging.getLogger("torch.utils.cpp_extension")
+    level = cpp_extension.level
+    cpp_extension.setLevel(logging.ERROR)  # importing the Timer warns about CUDA_HOME where there is no GPU
+    try:
+        from torch.utils.benchmark import Timer
+    finally:
+        cpp_extension.setLevel(level)
+    threads = torch.get_num_threads() if threads is None else threads
+    return Timer("fn()", globals={"fn": fn}, num_threads=threads).timeit(repeats).mean
 
 
 def attention_weights_bytes(n: int, heads: int = 1, batch: int = 1, dtype: torch.dtype = torch.float32) -> int:
@@ -82,35 +87,30 @@ def attention_cost(
 ) -> list[dict]:
     """Time the written-out attention softmax(q k^T / sqrt(D_h)) v for each sequence length N in `ns`.
 
-    q, k, v are random (batch, heads, N, dim / heads) tensors. Each row: N, seconds (median of `repeats`), the bytes
-    of the weights tensor actually produced (`weights_bytes`, always batch * heads * N * N * 4 in float32) and the
-    multiply-adds of the two matrix products (2 N^2 D). `threads` sets PyTorch's CPU threads while timing (restored
-    afterwards; None keeps the current setting): one thread gives steadier numbers on a shared machine."""
+    q, k, v are random (batch, heads, N, dim / heads) tensors. Each row: N, seconds per call (`time_call`: `repeats`
+    calls timed as one block), the bytes of the weights tensor actually produced (`weights_bytes`, always
+    batch * heads * N * N * 4 in float32) and the multiply-adds of the two matrix products (2 N^2 D). `threads` sets
+    PyTorch's CPU threads while timing (restored afterwards; None keeps the current setting): one thread gives
+    steadier numbers on a shared machine."""
     if dim % heads:
         raise ValueError(f"dim={dim} is not divisible by heads={heads}.")
     if not ns or min(ns) < 1:
         raise ValueError(f"ns must be a non-empty list of positive sequence lengths, got {ns!r}.")
     generator = torch.Generator().manual_seed(seed)
     rows = []
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        with torch.no_grad():
-            for n in ns:
-                q, k, v = torch.randn(3, batch, heads, n, dim // heads, generator=generator)
-                _, weights = attention(q, k, v)
-                seconds = time_call(lambda q=q, k=k, v=v: attention(q, k, v), repeats=repeats, warmup=1)
-                rows.append(
-                    {
-                        "N": n,
-                        "seconds": seconds,
-                        "weights_bytes": weights.element_size() * weights.numel(),
-                        "macs": 2 * batch * n * n * dim,
-                    }
-                )
-    finally:
-        torch.set_num_threads(before)
+    with torch.no_grad():
+        for n in ns:
+            q, k, v = torch.randn(3, batch, heads, n, dim // heads, generator=generator)
+            _, weights = attention(q, k, v)
+            seconds = time_call(lambda q=q, k=k, v=v: attention(q, k, v), repeats=repeats, threads=threads)
+            rows.append(
+                {
+                    "N": n,
+                    "seconds": seconds,
+                    "weights_bytes": weights.element_size() * weights.numel(),
+                    "macs": 2 * batch * n * n * dim,
+                }
+            )
     return rows
 
 
@@ -139,7 +139,7 @@ def train_throughput(
     in_channels: int | None = None,
 ) -> float:
     """Measured training speed in images per second: forward, cross-entropy, backward and one AdamW step on random
-    images of the model's size, `steps` steps per timing, the median of `repeats` timings after one untimed warm-up.
+    images of the model's size: `repeats` runs of `steps` steps timed as one block after two untimed runs (`time_call`).
 
     Uses a copy of the model (its weights are not changed). A vitlib ViT knows its image size and channels; for another
     model (a CNN) pass image_size and in_channels. `threads` sets PyTorch's CPU threads while timing (restored
@@ -170,13 +170,7 @@ def train_throughput(
             optimizer.step()
         sync(device)
 
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        seconds = time_call(run, repeats=repeats, warmup=1)  # the warm-up: allocations, AdamW's state
-    finally:
-        torch.set_num_threads(before)
+    seconds = time_call(run, repeats=repeats, threads=threads)  # the warm-up: allocations, AdamW's state
     return batch_size * steps / seconds
 
 
@@ -188,21 +182,17 @@ def logged_throughput(steps: list[dict]) -> float:
     return statistics.median(values)
 
 
-def images_per_s(step: Callable[[], object], steps: int, batch_size: int, device: torch.device) -> float:
-    """Images per second of `steps` calls of `step` on batches of `batch_size` (the GPU waited for at both ends)."""
-    sync(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync(device)
-    return steps * batch_size / (time.perf_counter() - start)
+def images_per_s(step: Callable[[], object], steps: int, batch_size: int) -> float:
+    """Images per second of `steps` calls of `step` on batches of `batch_size` (`time_call`: after 2 untimed calls,
+    the GPU waited for at both ends)."""
+    return batch_size / time_call(step, repeats=steps)
 
 
 def timed_rounds(
     steps: dict, warmup: int, rounds: int, steps_per_round: int, batch_size: int, device: torch.device
 ) -> dict[str, list[float]]:
-    """Warm each step function up, then time them in turns: `rounds` rounds of `steps_per_round` steps each, the order
-    reversed every round. Returns images/s per round for every name of `steps`."""
+    """Warm each step function up, then time them in turns: `rounds` rounds of `steps_per_round` timed steps each
+    (`images_per_s`), the order reversed every round. Returns images/s per round for every name of `steps`."""
     for name, step in steps.items():
         t = time.perf_counter()
         for _ in range(warmup):
@@ -213,5 +203,5 @@ def timed_rounds(
     for r in range(rounds):
         order = list(steps) if r % 2 == 0 else list(steps)[::-1]
         for name in order:
-            rates[name].append(images_per_s(steps[name], steps_per_round, batch_size, device))
+            rates[name].append(images_per_s(steps[name], steps_per_round, batch_size))
     return rates

@@ -7,16 +7,17 @@ the command line `python -m vitlib.train`), the optimiser and schedule, checkpoi
 
 from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
 from .cli import main, make_parser, parse_config
-from .config import HELP, PRECISIONS, SCHEDULES, TrainConfig, check_config
+from .config import PRECISIONS, SCHEDULES, TrainConfig, check_config
+from .distributed import resolve_device
 from .ema import EMA
 from .evaluate import evaluate
-from .factory import autocast_dtype, build_model, make_loader, model_config, resolve_device
+from .factory import Result, autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
 from .loop import NonFiniteLossError, train
 from .optim import lr_lambda, param_groups
 from .presets import PRESETS, Preset, get_preset, preset_options
 from .pretrained import load_pretrained, save_model
-from .run import Result, ResumeMismatchError
+from .run import ResumeMismatchError
 
 __all__ = [
     "CheckpointError",
@@ -26,7 +27,6 @@ __all__ = [
     "main",
     "make_parser",
     "parse_config",
-    "HELP",
     "PRECISIONS",
     "SCHEDULES",
     "TrainConfig",

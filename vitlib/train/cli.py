@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from ..data import DataError
 from .checkpoint import CheckpointError
-from .config import HELP, TrainConfig
+from .config import TrainConfig
 from .folder import RunFolderError
 from .loop import NonFiniteLossError, train
 from .presets import describe, preset_options
@@ -52,14 +52,14 @@ def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=HELP[f.name])
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
             continue
         base = {"int": int, "float": float, "str": str}
         kind = f.type if not isinstance(f.type, str) else f.type.split("|")[0].strip()
         parse = base.get(kind, float if "float" in kind else str)
         if "None" in str(f.type):
             parse = _parse_optional(parse)
-        ap.add_argument(flag, type=parse, default=f.default, help=HELP[f.name], metavar=kind.upper())
+        ap.add_argument(flag, type=parse, default=f.default, help=f.metadata["help"], metavar=kind.upper())
     ap.set_defaults(**preset_options(preset))
     return ap
 

@@ -1,11 +1,11 @@
 """The options of a training run: `TrainConfig` (every field is a command-line option of `python -m vitlib.train`),
-their help text, and the check that refuses an inconsistent run before it starts."""
+their help text (each field's metadata["help"]), and the check that refuses an inconsistent run before it starts."""
 
 from __future__ import annotations
 
 import dataclasses
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..data import AUGMENTATIONS
 from ..model import is_cnn_name
@@ -15,57 +15,97 @@ from .presets import preset_options
 SCHEDULES, PRECISIONS, HEADS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16", "fp16"), ("linear", "mlp")
 
 
+def option(default, help: str):
+    """A TrainConfig field: its default and its help text (`python -m vitlib.train --help` shows both)."""
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
 class TrainConfig:
-    """Every option of a run; `python -m vitlib.train --help` lists them with these defaults."""
+    """Every option of a run, with its help text; `python -m vitlib.train --help` lists them with these defaults."""
 
-    dataset: str = "fashion-mnist-mini"
-    model: str = "ViT-Micro/4"
-    objective: str = "classify"
-    out: str | None = None
-    epochs: int = 10
-    steps: int = 0
-    batch_size: int = 128
-    lr: float = 1e-3
-    min_lr: float = 1e-5
-    weight_decay: float = 0.05
-    beta1: float = 0.9
-    beta2: float = 0.999
-    warmup_epochs: float = 1.0
-    schedule: str = "cosine"
-    grad_clip: float = 1.0
-    label_smoothing: float = 0.0
-    augment: str = "none"
-    mixup: float = 0.0
-    cutmix: float = 0.0
-    ema: float = 0.0
-    precision: str = "auto"
-    compile: bool = False
-    device: str = "auto"
-    seed: int = 0
-    subset: float | None = None
-    val_fraction: float = 0.1
-    image_size: int | None = None
-    data_root: str | None = None
-    download: bool = False
-    num_workers: int = 4
-    pos_embed: str | None = None
-    pool: str | None = None
-    dropout: float | None = None
-    drop_path: float | None = None
-    head: str = "linear"
-    fused_attention: bool = True
-    channels_last: bool = False
-    fsdp: bool = False
-    checkpoint_every: int = 0
-    resume: bool = False
-    time_budget: float = 0.0
-    log_every: int = 20
-    eval_every: int = 1
-    patience: int = 0
-    eval_test: bool = True
-    progress: bool = True
-    allow_change: str = ""
+    dataset: str = option(
+        "fashion-mnist-mini",
+        "data set name (vitlib.data.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, cifar100, "
+        "imagenette, synthetic-position, imagefolder:<path>)",
+    )
+    model: str = option(
+        "ViT-Micro/4",
+        "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
+    )
+    objective: str = option(
+        "classify",
+        "classify (supervised, the labels), mae (masked autoencoder), mpp (the paper's masked patch prediction, "
+        "section 4.6; these two never look at a label) or token (token labelling, LV-ViT: the labels and a teacher's "
+        "targets per patch; pass model=TokenLabelling(vit, teacher) to train())",
+    )
+    out: str | None = option(None, "output folder for metrics and checkpoints (none: keep nothing on disk)")
+    epochs: int = option(10, "passes over the training set")
+    steps: int = option(
+        0, "train for exactly this many optimizer steps, however many epochs that is (0: epochs decide)"
+    )
+    batch_size: int = option(128, "global batch size (split across processes)")
+    lr: float = option(1e-3, "peak learning rate")
+    min_lr: float = option(1e-5, "learning rate at the end of the decay")
+    weight_decay: float = option(0.05, "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)")
+    beta1: float = option(0.9, "Adam beta1")
+    beta2: float = option(0.999, "Adam beta2")
+    warmup_epochs: float = option(1.0, "linear warm-up length in epochs (may be fractional)")
+    schedule: str = option("cosine", "decay after warm-up: cosine, linear or constant")
+    grad_clip: float = option(1.0, "clip the global gradient norm (0: off)")
+    label_smoothing: float = option(0.0, "label smoothing of the cross-entropy")
+    augment: str = option("none", f"augmentation preset: {', '.join(AUGMENTATIONS)}")
+    mixup: float = option(0.0, "mixup alpha (0: off)")
+    cutmix: float = option(0.0, "cutmix alpha (0: off); with both, one of the two per batch")
+    ema: float = option(
+        0.0, "decay of an exponential moving average of the weights, evaluated instead of the weights (0: off)"
+    )
+    precision: str = option("auto", "fp32, bf16, fp16 or auto (bf16 on a GPU that has it, else fp32)")
+    compile: bool = option(False, "torch.compile the model")
+    device: str = option("auto", "cpu, cuda, cuda:N or auto")
+    seed: int = option(0, "fixes init, data order and augmentation")
+    subset: float | None = option(None, "keep a stratified part of the training set: a fraction <= 1 or a count")
+    val_fraction: float = option(0.1, "stratified fraction of the training set held out for validation")
+    image_size: int | None = option(None, "resize images to this side (default: the data set's own)")
+    data_root: str | None = option(None, "where data sets are (default $VITLIB_DATA_DIR, else data/cache)")
+    download: bool = option(False, "download the data set if it is missing (needs internet)")
+    num_workers: int = option(4, "DataLoader workers for folders of images")
+    pos_embed: str | None = option(None, "position embedding: learned, none, learned2d, sincos2d, relative")
+    pool: str | None = option(None, "cls or gap")
+    dropout: float | None = option(None, "dropout rate in the encoder")
+    drop_path: float | None = option(None, "stochastic depth rate (deepest block)")
+    head: str = option("linear", "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)")
+    fused_attention: bool = option(True, "F.scaled_dot_product_attention (off: the written-out softmax)")
+    channels_last: bool = option(
+        False, "feed the images (and the patch-embedding convolution) in channels-last memory format"
+    )
+    fsdp: bool = option(
+        False,
+        "under torchrun, shard weights, gradients and AdamW state over the processes with FSDP2 (every encoder block, "
+        "then the rest) instead of DDP, for ViT-L/H; checkpoints and model.safetensors still hold whole tensors. In "
+        "one process it changes nothing. Refused (in any process count) with ema, a CNN, or channels_last on a hybrid",
+    )
+    checkpoint_every: int = option(0, "also checkpoint every N steps (0: at epoch ends only)")
+    resume: bool = option(False, "continue from out/checkpoint.safetensors")
+    time_budget: float = option(0.0, "stop cleanly after this many minutes and save (0: no limit)")
+    log_every: int = option(20, "steps between progress updates")
+    eval_every: int = option(
+        1, "evaluate (validation, else test split) every N epochs and after the last (0: never during the run)"
+    )
+    patience: int = option(
+        0,
+        "early stopping: stop when the validation accuracy (loss for MAE) has not improved for this many "
+        "evaluations, and keep the best weights, which are then tested and saved (0: off, the last weights)",
+    )
+    eval_test: bool = option(True, "evaluate on the test set at the end")
+    progress: bool = option(True, "show tqdm progress bars")
+    allow_change: str = option(
+        "",
+        "with resume: the options (comma-separated) that may differ from the checkpoint's run: epochs, steps (a "
+        "longer or shorter run: the learning-rate schedule is stretched to the new length), precision. Every other "
+        "option of the run (batch size, lr, seed, schedule, data, model, ...) must be the checkpoint's; out, device, "
+        "time_budget, logging, evaluation and checkpoint frequency may always change",
+    )
 
     def __post_init__(self):
         check_fields(self)  # each option in its range, as on the command line; check_config(cfg) adds how they combine
@@ -78,66 +118,6 @@ class TrainConfig:
             raise TypeError(f"unknown TrainConfig option(s) {unknown}: see python -m vitlib.train --help.")
         return cls(**{**preset_options(name), **overrides})
 
-
-HELP = {
-    "dataset": "data set name (vitlib.data.dataset_names(): fashion-mnist-mini, fashion-mnist, mnist, cifar10, "
-    "cifar100, imagenette, synthetic-position, imagefolder:<path>)",
-    "model": "vitlib variant ('ViT-Micro/4', 'ViT-B/16', 'R50+ViT-B/16') or CNN baseline ('ResNet-8', 'resnet18')",
-    "objective": "classify (supervised, the labels), mae (masked autoencoder), mpp (the paper's masked patch "
-    "prediction, section 4.6; these two never look at a label) or token (token labelling, LV-ViT: the labels and "
-    "a teacher's targets per patch; pass model=TokenLabelling(vit, teacher) to train())",
-    "out": "output folder for metrics and checkpoints (none: keep nothing on disk)",
-    "epochs": "passes over the training set",
-    "batch_size": "global batch size (split across processes)",
-    "steps": "train for exactly this many optimizer steps, however many epochs that is (0: epochs decide)",
-    "lr": "peak learning rate",
-    "min_lr": "learning rate at the end of the decay",
-    "weight_decay": "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)",
-    "beta1": "Adam beta1",
-    "beta2": "Adam beta2",
-    "warmup_epochs": "linear warm-up length in epochs (may be fractional)",
-    "schedule": "decay after warm-up: cosine, linear or constant",
-    "grad_clip": "clip the global gradient norm (0: off)",
-    "label_smoothing": "label smoothing of the cross-entropy",
-    "augment": f"augmentation preset: {', '.join(AUGMENTATIONS)}",
-    "mixup": "mixup alpha (0: off)",
-    "cutmix": "cutmix alpha (0: off); with both, one of the two per batch",
-    "ema": "decay of an exponential moving average of the weights, evaluated instead of the weights (0: off)",
-    "precision": "fp32, bf16, fp16 or auto (bf16 on a GPU that has it, else fp32)",
-    "compile": "torch.compile the model",
-    "device": "cpu, cuda, cuda:N or auto",
-    "seed": "fixes init, data order and augmentation",
-    "subset": "keep a stratified part of the training set: a fraction <= 1 or a count",
-    "val_fraction": "stratified fraction of the training set held out for validation",
-    "image_size": "resize images to this side (default: the data set's own)",
-    "data_root": "where data sets are (default $VITLIB_DATA_DIR, else data/cache)",
-    "download": "download the data set if it is missing (needs internet)",
-    "num_workers": "DataLoader workers for folders of images",
-    "pos_embed": "position embedding: learned, none, learned2d, sincos2d, relative",
-    "pool": "cls or gap",
-    "dropout": "dropout rate in the encoder",
-    "drop_path": "stochastic depth rate (deepest block)",
-    "head": "linear (zero-initialised, section 3.2) or mlp (one tanh hidden layer, pre-training)",
-    "fused_attention": "F.scaled_dot_product_attention (off: the written-out softmax)",
-    "channels_last": "feed the images (and the patch-embedding convolution) in channels-last memory format",
-    "fsdp": "under torchrun, shard weights, gradients and AdamW state over the processes with FSDP2 (every encoder "
-    "block, then the rest) instead of DDP, for ViT-L/H; checkpoints and model.safetensors still hold whole "
-    "tensors. In one process it changes nothing. Refused (in any process count) with ema, a CNN, or "
-    "channels_last on a hybrid",
-    "checkpoint_every": "also checkpoint every N steps (0: at epoch ends only)",
-    "resume": "continue from out/checkpoint.safetensors",
-    "time_budget": "stop cleanly after this many minutes and save (0: no limit)",
-    "log_every": "steps between progress updates",
-    "eval_every": "evaluate (validation, else test split) every N epochs and after the last (0: never during the run)",
-    "patience": "early stopping: stop when the validation accuracy (loss for MAE) has not improved for this many "
-    "evaluations, and keep the best weights, which are then tested and saved (0: off, the last weights)",
-    "eval_test": "evaluate on the test set at the end",
-    "progress": "show tqdm progress bars",
-    "allow_change": "with resume: the options (comma-separated) that may differ from the checkpoint's run: "
-    "epochs, steps (a longer or shorter run: the learning-rate schedule is stretched to the new length), precision. "
-    "Every other option of the run (batch size, lr, seed, schedule, data, model, ...) must be the checkpoint's; "
-    "out, device, time_budget, logging, evaluation and checkpoint frequency may always change",
-}
 
 # may differ between a run and its resumption: where and how it runs, not what it computes
 SESSION_OPTIONS = (
@@ -281,7 +261,7 @@ def check_config(cfg: TrainConfig) -> None:
         )
     if cfg.resume and not cfg.out:
         raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")
-    if cfg.objective != "classify":
+    if cfg.objective != "classify":  # the one check of which label options an objective takes
         used = [k for k in ("mixup", "cutmix", "label_smoothing") if getattr(cfg, k)]
         if used and cfg.objective == "token":
             raise ValueError(

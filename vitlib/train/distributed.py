@@ -1,5 +1,6 @@
-"""Several processes (torchrun): the process group, DDP or FSDP2 around the model, and the few collectives the loop
-needs (finite weights on every process, rank 0's buffers for evaluation, one clock for the time budget)."""
+"""Several processes (torchrun): the process group and each process's device, DDP or FSDP2 around the model, and the
+few collectives the loop needs (finite weights on every process, rank 0's buffers for evaluation, one clock for the
+time budget)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,29 @@ from torch import nn
 from ..model import EncoderBlock
 
 
-def setup() -> tuple[int, int, int]:
-    """(rank, world size, local rank); starts the process group under torchrun (NCCL on GPUs, else gloo)."""
+def resolve_device(device: str) -> torch.device:
+    """The device of a device option: 'auto' is a GPU when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but no CUDA GPU is available: use device='cpu'.")
+    return torch.device(device)
+
+
+def setup(device: str = "auto") -> tuple[int, int, torch.device]:
+    """(rank, world size, this process's device); starts the process group under torchrun (NCCL on GPUs, else gloo),
+    where each process takes the GPU of its local rank."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    rank, world, local_rank = 0, 1, 0
     if dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
-    return 0, 1, 0
+        rank, world, local_rank = dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
+    resolved = resolve_device(device)
+    if resolved.type == "cuda" and world > 1:
+        resolved = torch.device("cuda", local_rank)
+        torch.cuda.set_device(resolved)
+    return rank, world, resolved
 
 
 def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:

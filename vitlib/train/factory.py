@@ -1,23 +1,192 @@
-"""From a TrainConfig to the pieces of a run: the device and precision, the model sized for the data set (wrapped in
-its objective), its configuration as a checkpoint records it, and the loaders."""
+"""From a TrainConfig to the `Run` the loop steps, in one pass (`build_run`): the seed, the data, the model sized for
+it (wrapped in its objective) and its configuration as a checkpoint records it, the loaders, the schedule's length,
+the optimiser, EMA, precision and the objective. `vitlib.train.run.start` calls `build_run` once, after it has taken
+the run folder and checked a resumed run's options, and before it restores the checkpoint; nothing here calls back."""
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..data import Dataset, FolderLoader, TensorLoader, TensorSplit
+from ..data import Dataset, FolderLoader, TensorLoader, TensorSplit, check_finite_images, get_dataset, make_mixer
 from ..model import create_cnn, create_model, is_cnn_name, parse_name
-from ..objectives import wrap
+from ..objectives import get_objective, objective_name, wrap
+from . import distributed
 from .config import TrainConfig
+from .ema import EMA
+from .folder import RunLock
+from .metrics import MetricsLog
+from .optim import make_optimizer
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but no CUDA GPU is available: use device='cpu'.")
-    return torch.device(device)
+@dataclass
+class Result:
+    model: nn.Module
+    history: list[dict] = field(default_factory=list)  # one row per epoch
+    steps: list[dict] = field(default_factory=list)  # one row per log interval
+    test: dict | None = None
+    out: Path | None = None
+    stopped: str = "done"
+    best_epoch: int | None = None  # with early stopping: the epoch whose weights were kept
+
+    @property
+    def final(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+
+@dataclass(kw_only=True)
+class Run:
+    """Everything a run holds between steps (built by `build_run`, with keywords only)."""
+
+    cfg: TrainConfig
+    device: torch.device
+    rank: int
+    world: int
+    data: Dataset
+    model: nn.Module  # the model as built (inside DDP, the module; with FSDP, the sharded one)
+    net: nn.Module  # what a step calls: the model, under DDP and/or torch.compile
+    objective: object  # vitlib.objectives: .loss(net, images, targets) -> (loss, correct, logits)
+    model_config: dict
+    sharded: bool
+    train_loader: object
+    eval_loaders: dict
+    total_steps: int
+    epochs: int
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    ema: EMA | None
+    dtype: torch.dtype | None
+    scaler: torch.amp.GradScaler
+    mixer: object
+    result: Result
+    logs: MetricsLog
+    out: Path | None
+    ckpt_path: Path | None
+    start_epoch: int = 0
+    start_step: int = 0
+    start_sums: list | None = None  # the epoch's loss sum, correct and count up to a mid-epoch checkpoint
+    best: dict = field(default_factory=dict)  # early stopping: score, epoch, weights of the best evaluation so far
+    lock: RunLock | None = None  # out/.lock while the run holds its folder
+    config_changes: list = field(default_factory=list)  # options changed on resume (allow_change), oldest first
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.train_loader)
+
+    @property
+    def final_model(self) -> nn.Module:
+        """What is evaluated and saved: the EMA of the weights when there is one."""
+        return self.ema.module if self.ema else self.model
+
+
+def build_run(
+    cfg: TrainConfig,
+    model: nn.Module | None,
+    data: Dataset | None,
+    *,
+    device: torch.device,
+    rank: int,
+    world: int,
+    out: Path | None,
+    ckpt_path: Path | None,
+) -> Run:
+    """Every piece of a run from its options, in the order that fixes the run's random draws (the order every run so
+    far has drawn them in): seed, data, model, loaders, optimiser. `model` / `data`: given instead of built."""
+    torch.manual_seed(cfg.seed)
+    data = data or _dataset(cfg)
+    check_finite_images(data)
+    if cfg.patience and data.val is None:
+        raise ValueError(
+            "patience (early stopping) chooses the weights on the validation split, and this data set has "
+            "none: set val_fraction > 0 (the test set must not choose anything)."
+        )
+    model = _model(cfg, model, data, device)
+    config = model_config(model, cfg.objective)  # before FSDP, which changes the model's class
+    sharded = cfg.fsdp and world > 1  # FSDP instead of DDP; the optimiser below then holds the shards
+    if cfg.fsdp:
+        distributed.shard_model(model, device, world)
+    train_loader, eval_loaders = _loaders(cfg, data, device, rank, world)
+    total_steps, epochs, warmup_steps = _schedule_lengths(cfg, len(train_loader), len(data.train))
+    optimizer, scheduler = make_optimizer(model, cfg, device, total_steps, warmup_steps)
+    ema = EMA(model, cfg.ema) if cfg.ema > 0 else None
+    dtype = autocast_dtype(cfg.precision, device)
+    net = distributed.data_parallel(model, device) if world > 1 and not sharded else model
+    result = Result(model=model, out=out)
+    return Run(
+        cfg=cfg,
+        device=device,
+        rank=rank,
+        world=world,
+        data=data,
+        model=model,
+        net=torch.compile(net) if cfg.compile else net,
+        objective=get_objective(cfg.objective, cfg.label_smoothing),
+        model_config=config,
+        sharded=sharded,
+        train_loader=train_loader,
+        eval_loaders=eval_loaders,
+        total_steps=total_steps,
+        epochs=epochs,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        ema=ema,
+        dtype=dtype,
+        scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
+        mixer=make_mixer(cfg.mixup, cfg.cutmix, data.num_classes),
+        result=result,
+        logs=MetricsLog(out if rank == 0 else None, result.steps, result.history),
+        out=out,
+        ckpt_path=ckpt_path,
+    )
+
+
+def _dataset(cfg: TrainConfig) -> Dataset:
+    return get_dataset(
+        cfg.dataset,
+        root=cfg.data_root,
+        download=cfg.download,
+        val_fraction=cfg.val_fraction,
+        subset=cfg.subset,
+        image_size=cfg.image_size,
+        seed=cfg.seed,
+    )
+
+
+def _model(cfg: TrainConfig, model: nn.Module | None, data: Dataset, device: torch.device) -> nn.Module:
+    """The model given or built, on the device, and checked to compute cfg.objective."""
+    model = (model or build_model(cfg, data)).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    computes = objective_name(model)
+    if computes != cfg.objective:
+        raise ValueError(
+            f"objective={cfg.objective!r} but the model given computes {computes!r}: wrap the ViT in "
+            f"vitlib.objectives.MAE / MaskedPatchPrediction, or set objective={computes!r}."
+        )
+    return model
+
+
+def _loaders(cfg: TrainConfig, data: Dataset, device: torch.device, rank: int, world: int):
+    """(the training loader, {'val': ..., 'test': ...} for the splits there are)."""
+    train = make_loader(data.train, data, cfg, True, device, rank, world)
+    splits = (("val", data.val), ("test", data.test))
+    return train, {
+        name: make_loader(split, data, cfg, False, device, rank, world) for name, split in splits if split is not None
+    }
+
+
+def _schedule_lengths(cfg: TrainConfig, steps_per_epoch: int, train_size: int) -> tuple[int, int, int]:
+    """(total steps, epochs, warm-up steps); with a step budget the last epoch may stop part-way."""
+    if steps_per_epoch == 0:
+        raise ValueError(
+            f"the training set ({train_size} images) is smaller than one batch ({cfg.batch_size}): lower batch_size."
+        )
+    total_steps = cfg.steps or cfg.epochs * steps_per_epoch
+    return total_steps, math.ceil(total_steps / steps_per_epoch), max(1, round(cfg.warmup_epochs * steps_per_epoch))
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
@@ -36,12 +205,12 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
     common = dict(image_size=data.image_size, in_channels=data.in_channels, fused=cfg.fused_attention, **extra)
     if cfg.objective != "classify":
         return wrap(cfg.objective, create_model(cfg.model, num_classes=0, **common), data.mean, data.std)
-    model = create_model(cfg.model, num_classes=data.num_classes, **common)
-    if cfg.head == "mlp":  # built a second time, with the tanh layer of width D (the order keeps the runs' draws)
-        model = create_model(
-            cfg.model, num_classes=data.num_classes, head_hidden=parse_name(cfg.model)["dim"], **common
-        )
-    return model
+    if cfg.head == "linear":
+        return create_model(cfg.model, num_classes=data.num_classes, **common)
+    # head="mlp": every such run so far drew a linear-head model's weights first and dropped them (no model is kept
+    # from it), then drew these. That draw stays, so that each run starts from the weights it always started from.
+    create_model(cfg.model, num_classes=data.num_classes, **common)
+    return create_model(cfg.model, num_classes=data.num_classes, head_hidden=parse_name(cfg.model)["dim"], **common)
 
 
 def model_config(model: nn.Module, objective: str) -> dict:

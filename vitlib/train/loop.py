@@ -19,7 +19,6 @@ uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 
 import torch
@@ -28,13 +27,15 @@ from torch import nn
 
 from .._version import __version__
 from ..data import batch_seed
+from ..utils import write_json
 from . import distributed
 from .checkpoint import gather_full_state, save_checkpoint
 from .config import TrainConfig
 from .evaluate import evaluate
+from .factory import Result, Run
 from .pretrained import save_model
 from .progress import close_bar, progress_bar
-from .run import Result, Run, start
+from .run import start
 
 NO_STEP = 2**62  # bad_step while every loss is finite
 
@@ -225,7 +226,7 @@ def finish(run: Run) -> Result:
     if run.cfg.eval_test and "test" in run.eval_loaders and not result.stopped.startswith("time budget"):
         result.test = _evaluate(run, run.eval_loaders["test"])
         if run.out is not None and run.rank == 0:
-            (run.out / "test.json").write_text(json.dumps(result.test, indent=2))
+            write_json(run.out / "test.json", result.test, indent=2)
     if run.out is not None:
         save_model(run.final_model, run.out, run.model_config, sharded=run.sharded, rank=run.rank)
     result.model = run.final_model

@@ -12,6 +12,7 @@ from torch import nn
 
 from .._version import __version__
 from ..model import VisionTransformer, ViTConfig
+from ..utils import replace_atomically
 from .checkpoint import gather_full_state
 
 VIT_KINDS = ("VisionTransformer", "MAE", "MaskedPatchPrediction", "TokenLabelling")
@@ -19,16 +20,14 @@ VIT_KINDS = ("VisionTransformer", "MAE", "MaskedPatchPrediction", "TokenLabellin
 
 def save_model(model: nn.Module, out: Path, model_config: dict, sharded: bool = False, rank: int = 0) -> None:
     """out/model.safetensors: the weights (whole, also from an FSDP-sharded model: every process must call this
-    then) and, in the metadata, the model's configuration and vitlib's version."""
+    then) and, in the metadata, the model's configuration and vitlib's version; written atomically."""
     weights = gather_full_state(model)[0] if sharded else None  # a collective: every process takes part
     if rank != 0:
         return
     weights = model.state_dict() if weights is None else weights
-    save_file(
-        {k: v.contiguous().cpu() for k, v in weights.items()},
-        str(Path(out) / "model.safetensors"),
-        metadata={"model_config": json.dumps(model_config), "vitlib": __version__},
-    )
+    tensors = {k: v.contiguous().cpu() for k, v in weights.items()}
+    metadata = {"model_config": json.dumps(model_config), "vitlib": __version__}
+    replace_atomically(Path(out) / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def load_pretrained(path: str | Path) -> VisionTransformer:
