@@ -133,6 +133,7 @@ BAD = {  # one value out of range for every numeric option
     "log_every": 0,
     "eval_every": -1,
     "patience": -1,
+    "lr_drops": -1,
 }
 
 

@@ -166,7 +166,11 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
                         "se": v["se"],
                         "margin": v.get("margin"),
                         "compared": v["compared"],
-                        **{k: v[k] for k in ("low", "high", "level", "p", "df", "test") if v.get(k) is not None},
+                        **{
+                            k: v[k]
+                            for k in ("low", "high", "level", "p", "df", "test", "hit_budget")
+                            if v.get(k) is not None
+                        },
                     },
                     "verdict": v["verdict"],
                     "why": v.get("why", ""),
@@ -221,7 +225,8 @@ def _cell(found: dict | None, scale: str) -> str:
     else:
         holm_p = f", Holm {o['p_holm']:.2g}" if o.get("p_holm") is not None else ""
         ours = f"{o['effect']:+.3f} [{o['low']:+.3f}, {o['high']:+.3f}]{margin}, p {o['p']:.2g}{holm_p}"
-    return f"**{found['verdict']}** {ours} ({found['seeds']} seeds, {found['minutes']:g} min)"
+    budget = f", {o['hit_budget'][0]} of {o['hit_budget'][1]} runs hit the budget" if o.get("hit_budget") else ""
+    return f"**{found['verdict']}** {ours} ({found['seeds']} seeds{budget}, {found['minutes']:g} min)"
 
 
 def markdown(content: dict) -> str:

@@ -40,6 +40,10 @@ class PlateauResult:
     epochs: float  # passes over the (sub)set that the steps amount to
     n_train: int
     time_s: float
+    stopped: str = "budget"  # "plateau": early stopping ended it; "budget": it used every step of cfg.steps
+    best_step: int = 0  # the optimizer step of the best validation accuracy (the weights kept)
+    final_train_acc: float = float("nan")  # at the last epoch run (training mode: dropout, augmentation)
+    final_val_acc: float = float("nan")  # at the last evaluation
 
 
 def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evaluations: int = 20) -> PlateauResult:
@@ -70,8 +74,10 @@ def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evalu
     )
     started = time.perf_counter()
     result = train(run_cfg, model=model, data=data)
-    steps = result.history[-1]["step"]
-    best = next(r for r in result.history if r["epoch"] == (result.best_epoch or result.history[-1]["epoch"]))
+    last = result.history[-1]
+    steps = last["step"]
+    best = next(r for r in result.history if r["epoch"] == (result.best_epoch or last["epoch"]))
+    evaluated = [r for r in result.history if "val_acc" in r]
     return PlateauResult(
         result.model,
         result.test,
@@ -81,6 +87,10 @@ def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evalu
         steps * batch / len(data.train),
         len(data.train),
         time.perf_counter() - started,
+        stopped="plateau" if result.stopped.startswith("early stopping") else "budget",
+        best_step=best["step"],
+        final_train_acc=last.get("train_acc", float("nan")),
+        final_val_acc=evaluated[-1]["val_acc"] if evaluated else float("nan"),
     )
 
 
@@ -98,7 +108,8 @@ def run_fractions(
     """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`, within
     cfg's budget of steps, with cfg's patience) on fraction_of(data, fraction, seed); rows go to `exp` (a
     vitlib.studies.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction and
-    n_train, and the metrics test_acc, test_loss, best_epoch, steps, epochs, params, time_s (and, with `shots`,
+    n_train, and the metrics test_acc, test_loss, best_epoch, steps, epochs, params, time_s, why it stopped
+    ('plateau' or 'budget'), best_step, final_train_acc and final_val_acc (and, with `shots`,
     few_shot_acc: a linear probe of the frozen features on `shots` validation images per class, as Fig. 4
     evaluates)."""
     seeds = list(seeds)
@@ -120,6 +131,10 @@ def run_fractions(
                     "epochs": r.epochs,
                     "params": count_parameters(model),
                     "time_s": r.time_s,
+                    "stopped": r.stopped,
+                    "best_step": r.best_step,
+                    "final_train_acc": r.final_train_acc,
+                    "final_val_acc": r.final_val_acc,
                 }
                 if shots:
                     out["few_shot_acc"] = few_shot_probe(r.model, data, shots, seed, device=resolve_device(cfg.device))

@@ -181,10 +181,21 @@ class Experiment:
         out["compared"] = f"{a} {fmt(va)} vs {b} {fmt(vb)}"
         if rule == "t":
             judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
-            return {**judged, **out}
+            return self._converged({**judged, **out}, (a, b), metric)
         d, se = difference(va, vb)
         judged = equivalence(d, se, margin) if expect == "equal" else verdict(d, se, expect)
         return {"a": a, "b": b, "metric": metric, "diff": d, "se": se, "verdict": judged, **out}
+
+    def _converged(self, out: dict, conditions: tuple[str, ...], metric: str) -> dict:
+        """Count the runs behind a comparison that hit their step budget (rows with stopped='budget', as
+        `run_fractions` records them); when more than half did, the verdict is 'inconclusive' (not converged)."""
+        runs = [r for r in self.rows if r["condition"] in conditions and r.get(metric) is not None and "stopped" in r]
+        if runs:
+            hit = sum(r["stopped"] == "budget" for r in runs)
+            out["hit_budget"] = [hit, len(runs)]
+            if 2 * hit > len(runs):
+                out["verdict"], out["not_converged"] = "inconclusive", True
+        return out
 
     def _paired(self, a: str, b: str, metric: str) -> tuple[list[float], list[float]]:
         """The values of a and b for the seeds both have, in seed order (for a paired test)."""
@@ -202,6 +213,9 @@ class Experiment:
         if comparison["verdict"] not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {comparison['verdict']!r}.")
         paper = CLAIMS[claim_id]  # a KeyError names an unknown claim
+        if comparison.get("not_converged"):
+            hit, runs = comparison["hit_budget"]
+            why = f"not converged: {hit} of {runs} runs hit their step budget" + (f"; {why}" if why else "")
         row = {
             "id": claim_id,
             "claim": paper["claim"],
@@ -210,7 +224,7 @@ class Experiment:
             "se": comparison["se"],
             "margin": comparison.get("margin"),
             "compared": comparison["compared"],
-            **{k: comparison[k] for k in ("low", "high", "level", "p", "df", "test") if k in comparison},
+            **{k: comparison[k] for k in ("low", "high", "level", "p", "df", "test", "hit_budget") if k in comparison},
             "verdict": comparison["verdict"],
             "seeds": comparison["n"],
             "why": why,

@@ -12,7 +12,11 @@ from ..model import is_cnn_name
 from ..objectives import OBJECTIVES
 from .presets import preset_options
 
-SCHEDULES, PRECISIONS, HEADS = ("cosine", "linear", "constant"), ("auto", "fp32", "bf16", "fp16"), ("linear", "mlp")
+SCHEDULES, PRECISIONS, HEADS = (
+    ("cosine", "linear", "constant", "plateau"),
+    ("auto", "fp32", "bf16", "fp16"),
+    ("linear", "mlp"),
+)
 
 
 def option(default, help: str):
@@ -51,7 +55,13 @@ class TrainConfig:
     beta1: float = option(0.9, "Adam beta1")
     beta2: float = option(0.999, "Adam beta2")
     warmup_epochs: float = option(1.0, "linear warm-up length in epochs (may be fractional)")
-    schedule: str = option("cosine", "decay after warm-up: cosine, linear or constant")
+    schedule: str = option(
+        "cosine",
+        "after warm-up: cosine or linear decay over the run, constant, or plateau (constant until the validation "
+        "accuracy has not improved for `patience` evaluations, then ten times lower, lr_drops times; the stall after "
+        "the last drop ends the run: a run that stops when it stops learning, whatever its step budget)",
+    )
+    lr_drops: int = option(2, "with schedule plateau: how many tenfold drops of the rate before a stall ends the run")
     grad_clip: float = option(1.0, "clip the global gradient norm (0: off)")
     label_smoothing: float = option(0.0, "label smoothing of the cross-entropy")
     augment: str = option("none", f"augmentation preset: {', '.join(AUGMENTATIONS)}")
@@ -172,6 +182,7 @@ RANGES = {
     "log_every": (1, None, True, True, "at least 1 (steps between progress updates)"),
     "eval_every": (0, None, True, True, "0 (never during the run) or a number of epochs"),
     "patience": (0, None, True, True, "0 (off) or a number of evaluations"),
+    "lr_drops": (0, None, True, True, "0 (stop at the first stall) or a number of tenfold drops"),
 }
 
 
@@ -258,6 +269,11 @@ def check_config(cfg: TrainConfig) -> None:
         )
         raise ValueError(
             f"patience (early stopping) cannot be combined with resume, fsdp or eval_every=0 ({why}): drop one of them."
+        )
+    if cfg.schedule == "plateau" and not cfg.patience:
+        raise ValueError(
+            "schedule='plateau' lowers the rate when the validation accuracy stalls for `patience` evaluations: "
+            "set patience (e.g. --patience 3), or choose another schedule."
         )
     if cfg.resume and not cfg.out:
         raise ValueError("resume needs out= (the folder with checkpoint.safetensors).")

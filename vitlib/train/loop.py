@@ -74,7 +74,10 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
                     )
                 break
             if end_epoch(run, epoch, sums, timer):
-                run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}"
+                drops = run.best.get("drops", 0)
+                run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}" + (
+                    f", after {drops} tenfold drop(s) of the rate" if cfg.schedule == "plateau" else ""
+                )
                 break
         close_bar(bar)
         return finish(run)
@@ -198,7 +201,26 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
             f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s"
         )
     checkpoint(run, epoch + 1, 0)
-    return bool(run.best) and epoch + 1 - run.best["epoch"] >= run.cfg.patience * run.cfg.eval_every
+    return stalled(run, epoch + 1)
+
+
+def stalled(run: Run, epoch: int) -> bool:
+    """Whether the validation score has not improved for `patience` evaluations (since the best one, or since the
+    last drop of the rate). With schedule plateau a stall first lowers the rate tenfold (cfg.lr_drops times) and the
+    run goes on; the stall after the last drop, or any stall under another schedule, ends the run."""
+    if not run.best:
+        return False
+    since = epoch - max(run.best["epoch"], run.best.get("dropped_at", 0))
+    if since < run.cfg.patience * run.cfg.eval_every:
+        return False
+    drops = run.best.get("drops", 0)
+    if run.cfg.schedule == "plateau" and drops < run.cfg.lr_drops:
+        run.scheduler.base_lrs = [lr * 0.1 for lr in run.scheduler.base_lrs]  # kept in the scheduler's state
+        for group in run.optimizer.param_groups:  # from the next step on, not one step later
+            group["lr"] *= 0.1
+        run.best.update(drops=drops + 1, dropped_at=epoch)
+        return False
+    return True
 
 
 def keep_best(run: Run, ev: dict, epoch: int) -> None:

@@ -21,7 +21,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def lr_lambda(cfg: TrainConfig, total_steps: int, warmup_steps: int):
-    """Linear warm-up to lr, then cosine / linear decay to min_lr (as a factor of lr)."""
+    """Linear warm-up to lr, then cosine / linear decay to min_lr (as a factor of lr), or a constant rate (schedules
+    constant and plateau; the plateau's tenfold drops are made by the loop when the validation accuracy stalls)."""
     floor = cfg.min_lr / cfg.lr
 
     def factor(step: int) -> float:
