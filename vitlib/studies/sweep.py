@@ -82,6 +82,52 @@ def best_lr(exp: Experiment, group: str, metric: str = "val_acc") -> float:
     return max(means, key=lambda lr: means[lr][0])
 
 
+def next_rate(exp: Experiment, group: str, metric: str = "val_acc") -> float | None:
+    """Where a sweep of `group` must go on: when its best rate (on `metric`) is the lowest or the highest it tried,
+    the next rate beyond that edge (one step of the grid's own ratio, the lowest two or highest two rates'), else
+    None: the best rate is bracketed by a lower and a higher one that did worse."""
+    tried = sorted(exp.fields[c]["lr"] for c in group_conditions(exp, group))
+    if len(tried) < 2:
+        raise ValueError(f"group {group!r} was swept at {tried}: bracketing needs at least two learning rates.")
+    best = best_lr(exp, group, metric)
+    if best == tried[0]:
+        return tried[0] * tried[0] / tried[1]
+    if best == tried[-1]:
+        return tried[-1] * tried[-1] / tried[-2]
+    return None
+
+
+def bracketed_sweep(
+    exp: Experiment,
+    group: str,
+    cfg,
+    lrs: Iterable[float],
+    seeds: Sequence[int],
+    widen: int = 2,
+    metric: str = "val_acc",
+    **options,
+) -> dict:
+    """`sweep` over `lrs`, then, while the best rate (on `metric`) lies at the grid's edge, one more rate beyond that
+    edge (`next_rate`), at most `widen` times; the runs of each round go side by side (`exp.batch`, exp.jobs at a
+    time), so call it outside a batch. `options` go to `sweep` (data, model and the rows' fields).
+
+    Returns {'best': the chosen rate, 'lrs': every rate tried, 'widened': the rates added, 'bracketed': whether a
+    lower and a higher rate did worse than the best} -- print it beside the verdict."""
+    added = []
+    with exp.batch():
+        sweep(exp, group, cfg, lrs, seeds, **options)
+    for _ in range(widen):
+        lr = next_rate(exp, group, metric)
+        if lr is None:
+            break
+        with exp.batch():
+            sweep(exp, group, cfg, [lr], seeds, **options)
+        added.append(lr)
+    tried = sorted(exp.fields[c]["lr"] for c in group_conditions(exp, group))
+    best = best_lr(exp, group, metric)
+    return {"best": best, "lrs": tried, "widened": added, "bracketed": tried[0] < best < tried[-1]}
+
+
 def plot_sweep(
     exp: Experiment, ax, groups: Iterable[str], metric: str = "test_acc", best_metric: str | None = "val_acc"
 ):

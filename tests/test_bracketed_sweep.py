@@ -1,0 +1,48 @@
+"""Each arm at its own learning rate: a sweep goes on past the edge of its grid until the best rate is bracketed."""
+
+import math
+
+import pytest
+
+from vitlib.studies.experiments import Experiment
+from vitlib.studies.sweep import bracketed_sweep, next_rate, sweep
+from vitlib.train import TrainConfig
+
+TRUE_BEST = -2.4  # log10 of the rate where this fake validation accuracy peaks
+
+
+def fake_train(self, condition, cfg, seeds, data=None, model=None, **fields):
+    """Experiment.train without training: validation accuracy a parabola in log10(lr), peaking at 10^TRUE_BEST."""
+    acc = 1 - (math.log10(cfg.lr) - TRUE_BEST) ** 2
+    return self.run(condition, lambda s: {"val_acc": acc + 1e-4 * s, "test_acc": acc}, seeds, **fields)
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setattr(Experiment, "train", fake_train)
+
+
+def test_a_best_rate_at_the_edge_widens_the_grid_until_bracketed(fake):
+    exp = Experiment("lr", jobs=1)
+    found = bracketed_sweep(exp, "vit", TrainConfig(), [1e-5, 1e-4], seeds=[0, 1], widen=3)
+    assert found["widened"] == pytest.approx([1e-3, 1e-2, 1e-1])
+    assert found["best"] == pytest.approx(1e-2) and found["bracketed"]
+    assert found["lrs"] == pytest.approx([1e-5, 1e-4, 1e-3, 1e-2, 1e-1])
+
+
+def test_widening_stops_at_its_limit_and_says_the_best_is_not_bracketed(fake):
+    found = bracketed_sweep(Experiment("lr"), "vit", TrainConfig(), [1e-5, 1e-4], seeds=[0, 1], widen=1)
+    assert found["widened"] == pytest.approx([1e-3]) and found["best"] == pytest.approx(1e-3)
+    assert not found["bracketed"]
+
+
+def test_a_bracketed_grid_is_not_widened_and_the_lower_edge_widens_down(fake):
+    found = bracketed_sweep(Experiment("lr"), "vit", TrainConfig(), [1e-3, 3e-3, 1e-2], seeds=[0, 1])
+    assert found["widened"] == [] and found["best"] == pytest.approx(3e-3) and found["bracketed"]
+    exp = Experiment("down")
+    sweep(exp, "vit", TrainConfig(), [1e-1, 1.0], seeds=[0])
+    assert next_rate(exp, "vit") == pytest.approx(1e-2)  # one step of the grid's ratio below its lowest rate
+    lone = Experiment("one")
+    sweep(lone, "vit", TrainConfig(), [1e-3], seeds=[0])
+    with pytest.raises(ValueError, match="at least two"):
+        next_rate(lone, "vit")
