@@ -5,14 +5,20 @@ what they found under results/, then the claims report.
     python scripts/run_experiments.py --scale quick --only 07 08   # the quick presets of two notebooks
     python scripts/run_experiments.py --scale full                 # on a GPU: the full presets, into results/gpu
 
-Each notebook runs with `-p preset <scale> -p out ../results/<folder>/<notebook>` (folder: quick, reference or gpu),
-one PyTorch thread per notebook and --jobs notebooks at a time; the executed copies go to runs/experiments-<scale>-
-<date-time>/. Then results/claims.json and results/CLAIMS.md are made again from everything under results/.
+Each notebook runs with `-p preset <scale> -p out ../results/<folder>/<notebook>` (folder: quick, reference or gpu)
+and, when its parameters cell has `jobs`, `-p jobs <--jobs>`: its sweep's runs go --jobs at a time side by side
+(worker processes of one PyTorch thread each, vitlib.studies.parallel; the numbers are the same as one after
+another). --notebooks notebooks run at a time (default 1), each with --threads PyTorch threads outside its workers;
+the executed copies go to runs/experiments-<scale>-<date-time>/. Then results/claims.json and results/CLAIMS.md are
+made again from everything under results/.
+
+    python scripts/run_experiments.py --scale quick --jobs 8        # 8 runs side by side inside each notebook
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -26,11 +32,20 @@ NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT))
 
 from vitlib.studies.claims import CLAIMS, SCALES, report  # noqa: E402
+from vitlib.studies.notebook import declared_parameters  # noqa: E402
+from vitlib.studies.parallel import check_jobs, default_jobs  # noqa: E402
 
 EXPERIMENTS = sorted({c["notebook"] for c in CLAIMS.values()})
 
 
-def run_one(name: str, scale: str, runs: Path, threads: int) -> tuple[str, float, int]:
+def has_parameter(name: str, parameter: str) -> bool:
+    """Whether the notebook's parameters cell declares `parameter`."""
+    nb = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
+    cells = [c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    return bool(cells) and parameter in declared_parameters("".join(cells[0]["source"]))
+
+
+def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int) -> tuple[str, float, int]:
     out = ROOT / "results" / SCALES[scale] / name
     start = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
@@ -48,6 +63,7 @@ def run_one(name: str, scale: str, runs: Path, threads: int) -> tuple[str, float
         "-p",
         "out",
         os.path.relpath(out, NOTEBOOKS),
+        *(["-p", "jobs", str(jobs)] if has_parameter(name, "jobs") else []),
         "--no-progress-bar",
     ]
     with open(runs / f"{name}.log", "w") as log:
@@ -59,19 +75,34 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=list(SCALES), required=True)
     ap.add_argument("--only", nargs="*", default=None, help="notebooks whose name starts with one of these")
-    ap.add_argument("--jobs", type=int, default=2, help="notebooks at a time (default 2, one per core)")
-    ap.add_argument("--threads", type=int, default=1, help="PyTorch threads per notebook")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help=f"runs side by side inside each notebook (worker processes, one thread each; default {default_jobs()}, "
+        "one per core)",
+    )
+    ap.add_argument("--notebooks", type=int, default=1, help="notebooks at a time (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="PyTorch threads per notebook, outside its workers")
     args = ap.parse_args()
+    for option, value in (("--jobs", args.jobs), ("--notebooks", args.notebooks)):
+        try:
+            check_jobs(value)
+        except ValueError:
+            ap.error(f"{option} must be at least 1, got {value}")
     names = [n for n in EXPERIMENTS if not args.only or n.startswith(tuple(args.only))]
     if not names:
         print(f"no experiment notebook matches {args.only}; they are {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
     runs = ROOT / "runs" / f"experiments-{args.scale}-{datetime.now():%Y%m%d-%H%M%S}"
     runs.mkdir(parents=True)
-    print(f"{len(names)} notebook(s) at scale {args.scale}, {args.jobs} at a time; executed copies in {runs}")
+    print(
+        f"{len(names)} notebook(s) at scale {args.scale}, {args.notebooks} at a time, {args.jobs} runs side by side "
+        f"inside each; executed copies in {runs}"
+    )
     failed = []
-    with ThreadPoolExecutor(args.jobs) as pool:
-        for name, seconds, code in pool.map(lambda n: run_one(n, args.scale, runs, args.threads), names):
+    with ThreadPoolExecutor(args.notebooks) as pool:
+        for name, seconds, code in pool.map(lambda n: run_one(n, args.scale, runs, args.threads, args.jobs), names):
             print(
                 f"  {name:32s} {seconds / 60:6.1f} min{'  FAILED (see ' + str(runs / name) + '.log)' if code else ''}"
             )

@@ -96,3 +96,10 @@ def test_the_benchmark_readme_quotes_the_measured_sweep():
     )
     assert row in (root / "benchmarks" / "README.md").read_text()
     assert m["identical"] and m["ratio"] <= 0.55  # the goal: two workers at most 0.55x the time of one
+
+
+def test_outside_a_batch_runs_stay_in_this_process_whatever_jobs():
+    kept = {}
+    exp = Experiment("outside", jobs=2)
+    exp.run("c", lambda seed: kept.setdefault(seed, {"pid": os.getpid()}), seeds=[0, 1])
+    assert sorted(kept) == [0, 1] and all(r["pid"] == os.getpid() for r in exp.rows)

@@ -86,13 +86,14 @@ class Experiment:
         if self._queue is not None:
             self._queue += runs
         else:
-            self._finish(runs)
+            self._finish(runs, jobs=1)  # outside a batch: here, one after another (a run may keep what it made)
         return rows
 
     @contextmanager
     def batch(self):
         """Start runs (`run`, `train`, and what calls them) inside the block; they run `self.jobs` at a time when it
-        ends, and their rows are added (and saved) in the order they were started, as if run one after another."""
+        ends, and their rows are added (and saved) in the order they were started, as if run one after another. A
+        worker returns only the metrics, and a run must depend on its seed alone (see `vitlib.studies.parallel`)."""
         if self._queue is not None:
             raise RuntimeError("exp.batch() blocks do not nest: start every run of the batch in one block.")
         self._queue = []
@@ -103,8 +104,8 @@ class Experiment:
             self._queue = None
         self._finish(runs)
 
-    def _finish(self, runs: list) -> None:
-        results = run_tasks([task for *_, task in runs], self.jobs)
+    def _finish(self, runs: list, jobs: int | None = None) -> None:
+        results = run_tasks([task for *_, task in runs], self.jobs if jobs is None else jobs)
         for (condition, seed, fields, rows, _), metrics in zip(runs, results):
             rows.append(self.add(condition, seed, metrics, **fields))
 

@@ -6,6 +6,11 @@ task may be any closure (a notebook's lambda included), each worker with one PyT
 (as `Experiment.train` and `run_fractions` do: torch.manual_seed(seed) and cfg.seed) gives bit-identical numbers in a
 worker and in this process, so the choice of `jobs` changes the wall time only.
 
+Two kinds of run must stay out of a worker: one that keeps what it made somewhere other than its returned metrics (a
+model stored in a notebook's dict stays in the worker), and one whose numbers depend on the runs before it in the same
+process (a shared generator, a shared module whose state an earlier run changed): in a worker it starts from the
+process as it was at the fork, and gives other numbers.
+
 On a GPU the workers share the device: each worker opens CUDA itself, so CUDA must not be in use in this process
 before the workers start (a forked CUDA context does not work); start the sweep before moving anything to the GPU.
 """
