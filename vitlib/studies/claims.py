@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..utils import write_json
 from .forest import forest_plot
-from .stats import holm
+from .stats import TEST_FIELDS, holm
 
 # id -> the paper's statement, where it is, and the notebook that tests it
 CLAIMS = {
@@ -166,11 +166,7 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
                         "se": v["se"],
                         "margin": v.get("margin"),
                         "compared": v["compared"],
-                        **{
-                            k: v[k]
-                            for k in ("low", "high", "level", "p", "df", "test", "hit_budget")
-                            if v.get(k) is not None
-                        },
+                        **{k: v[k] for k in TEST_FIELDS if v.get(k) is not None},
                     },
                     "verdict": v["verdict"],
                     "why": v.get("why", ""),

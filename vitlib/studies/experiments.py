@@ -21,7 +21,7 @@ from ..train import train
 from ..utils import write_csv, write_json
 from .claims import CLAIMS
 from .parallel import check_jobs, run_tasks
-from .stats import VERDICTS, difference, equivalence, fmt, mean_std, t_verdict, tost, verdict
+from .stats import TEST_FIELDS, VERDICTS, difference, equivalence, fmt, mean_std, t_verdict, tost, verdict
 from .timing import device_name
 
 
@@ -225,7 +225,7 @@ class Experiment:
             "se": comparison["se"],
             "margin": comparison.get("margin"),
             "compared": comparison["compared"],
-            **{k: comparison[k] for k in ("low", "high", "level", "p", "df", "test", "hit_budget") if k in comparison},
+            **{k: comparison[k] for k in TEST_FIELDS if k in comparison},
             "verdict": comparison["verdict"],
             "seeds": comparison["n"],
             "why": why,

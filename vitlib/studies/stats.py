@@ -13,6 +13,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive")
+# what a verdict under the t rule records beside effect and SE, kept with the claim and in the claims report
+TEST_FIELDS = ("low", "high", "level", "p", "df", "test", "hit_budget")
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:

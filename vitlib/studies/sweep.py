@@ -82,11 +82,16 @@ def best_lr(exp: Experiment, group: str, metric: str = "val_acc") -> float:
     return max(means, key=lambda lr: means[lr][0])
 
 
+def rates(exp: Experiment, group: str) -> list[float]:
+    """The learning rates `group` was swept at, ascending."""
+    return [exp.fields[c]["lr"] for c in group_conditions(exp, group)]
+
+
 def next_rate(exp: Experiment, group: str, metric: str = "val_acc") -> float | None:
     """Where a sweep of `group` must go on: when its best rate (on `metric`) is the lowest or the highest it tried,
     the next rate beyond that edge (one step of the grid's own ratio, the lowest two or highest two rates'), else
     None: the best rate is bracketed by a lower and a higher one that did worse."""
-    tried = sorted(exp.fields[c]["lr"] for c in group_conditions(exp, group))
+    tried = rates(exp, group)
     if len(tried) < 2:
         raise ValueError(f"group {group!r} was swept at {tried}: bracketing needs at least two learning rates.")
     best = best_lr(exp, group, metric)
@@ -123,7 +128,7 @@ def bracketed_sweep(
         with exp.batch():
             sweep(exp, group, cfg, [lr], seeds, **options)
         added.append(lr)
-    tried = sorted(exp.fields[c]["lr"] for c in group_conditions(exp, group))
+    tried = rates(exp, group)
     best = best_lr(exp, group, metric)
     return {"best": best, "lrs": tried, "widened": added, "bracketed": tried[0] < best < tried[-1]}
 
