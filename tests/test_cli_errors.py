@@ -134,6 +134,7 @@ BAD = {  # one value out of range for every numeric option
     "eval_every": -1,
     "patience": -1,
     "lr_drops": -1,
+    "momentum": 1.0,
 }
 
 

@@ -70,6 +70,50 @@ def test_the_paper_preset_is_table_3():
     )
 
 
+def test_the_fine_tuning_preset_is_table_4_and_only_imagenet_clips_in_pre_training():
+    """App. B.1.1, Table 4: SGD momentum 0.9, batch 512, no weight decay, cosine, clip 1, 384 px, 20k steps on
+    ImageNet; Table 3's caption: clipping at global norm 1 for ImageNet pre-training, not ImageNet-21k."""
+    cfg = TrainConfig.from_preset("paper-finetune")
+    assert (cfg.optimizer, cfg.momentum, cfg.batch_size, cfg.weight_decay, cfg.schedule, cfg.grad_clip) == (
+        "sgd",
+        0.9,
+        512,
+        0.0,
+        "cosine",
+        1.0,
+    )
+    assert (cfg.image_size, cfg.steps, cfg.lr) == (384, 20_000, 0.03)
+    assert TrainConfig.from_preset("paper-imagenet21k").grad_clip == 0.0
+    assert TrainConfig.from_preset("paper-imagenet").grad_clip == 1.0
+
+
+def test_sgd_with_momentum_trains_and_a_wrong_optimizer_is_refused():
+    from vitlib.train.optim import make_optimizer
+
+    model = torch.nn.Linear(4, 2)
+    sgd, _ = make_optimizer(model, TrainConfig(optimizer="sgd", momentum=0.5, lr=0.1), torch.device("cpu"), 10, 0)
+    assert isinstance(sgd, torch.optim.SGD) and sgd.param_groups[0]["momentum"] == 0.5
+    adamw, _ = make_optimizer(model, TrainConfig(), torch.device("cpu"), 10, 0)
+    assert isinstance(adamw, torch.optim.AdamW)
+    with pytest.raises(ValueError, match="unknown optimizer 'lamb'"):
+        TrainConfig(optimizer="lamb")
+    with pytest.raises(ValueError, match="momentum must be in"):
+        TrainConfig(optimizer="sgd", momentum=1.0)
+    result = train(
+        TrainConfig(
+            dataset="fashion-mnist-mini",
+            subset=128,
+            epochs=1,
+            batch_size=64,
+            optimizer="sgd",
+            lr=0.05,
+            progress=False,
+            eval_test=False,
+        )
+    )
+    assert result.history and result.history[-1]["train_loss"] == result.history[-1]["train_loss"]  # a number
+
+
 def test_unmeasured_presets_say_so():
     rows = {r["preset"]: r for r in table()}
     assert rows["cifar10-15min"]["measured"].startswith("not measured")

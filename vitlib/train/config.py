@@ -12,10 +12,11 @@ from ..model import is_cnn_name
 from ..objectives import OBJECTIVES
 from .presets import preset_options
 
-SCHEDULES, PRECISIONS, HEADS = (
+SCHEDULES, PRECISIONS, HEADS, OPTIMIZERS = (
     ("cosine", "linear", "constant", "plateau"),
     ("auto", "fp32", "bf16", "fp16"),
     ("linear", "mlp"),
+    ("adamw", "sgd"),
 )
 
 
@@ -51,7 +52,11 @@ class TrainConfig:
     batch_size: int = option(128, "global batch size (split across processes)")
     lr: float = option(1e-3, "peak learning rate")
     min_lr: float = option(1e-5, "learning rate at the end of the decay")
-    weight_decay: float = option(0.05, "AdamW weight decay (not applied to biases, norms, E_pos and the [class] token)")
+    optimizer: str = option(
+        "adamw", "adamw (the paper's pre-training, App. B.1) or sgd with momentum (its fine-tuning, App. B.1.1)"
+    )
+    momentum: float = option(0.9, "SGD momentum (optimizer sgd)")
+    weight_decay: float = option(0.05, "weight decay (not applied to biases, norms, E_pos and the [class] token)")
     beta1: float = option(0.9, "Adam beta1")
     beta2: float = option(0.999, "Adam beta2")
     warmup_epochs: float = option(1.0, "linear warm-up length in epochs (may be fractional)")
@@ -163,6 +168,7 @@ RANGES = {
     "min_lr": (0, None, True, True, "0 or more (and at most lr)"),
     "weight_decay": (0, None, True, True, "0 (off) or more"),
     "beta1": (0, 1, True, False, "in [0, 1)"),
+    "momentum": (0, 1, True, False, "in [0, 1)"),
     "beta2": (0, 1, True, False, "in [0, 1)"),
     "warmup_epochs": (0, None, True, True, "0 (no warm-up) or more"),
     "grad_clip": (0, None, True, True, "0 (off) or a positive norm"),
@@ -226,6 +232,7 @@ def check_fields(cfg: TrainConfig) -> None:
         ("augment", AUGMENTATIONS),
         ("head", HEADS),
         ("objective", OBJECTIVES),
+        ("optimizer", OPTIMIZERS),
     ):
         if getattr(cfg, name) not in allowed:
             raise ValueError(f"unknown {name} {getattr(cfg, name)!r}: choose one of {', '.join(allowed)}.")

@@ -39,8 +39,10 @@ def lr_lambda(cfg: TrainConfig, total_steps: int, warmup_steps: int):
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device, total_steps: int, warmup_steps: int):
-    """(AdamW, its LambdaLR schedule): fused AdamW on a GPU."""
-    optimizer = torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda"
-    )
+    """(the optimizer, its LambdaLR schedule): AdamW (fused on a GPU), or SGD with momentum (cfg.optimizer)."""
+    groups = param_groups(model, cfg.weight_decay)
+    if cfg.optimizer == "sgd":
+        optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device.type == "cuda")
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, total_steps, warmup_steps))
