@@ -46,3 +46,26 @@ def test_a_bracketed_grid_is_not_widened_and_the_lower_edge_widens_down(fake):
     sweep(lone, "vit", TrainConfig(), [1e-3], seeds=[0])
     with pytest.raises(ValueError, match="at least two"):
         next_rate(lone, "vit")
+
+
+def test_choose_rates_gives_every_arm_its_own_bracketed_rate():
+    from vitlib.studies.sweep import choose_rates
+
+    peaks = {"fast": -2.0, "slow": -3.6}  # log10 of each arm's best rate
+
+    def arm(name):
+        return lambda lr: lambda seed: {"val_acc": 1 - (math.log10(lr) - peaks[name]) ** 2, "test_acc": 0.5}
+
+    exp = Experiment("rates", jobs=1)
+    chosen = choose_rates(exp, {n: arm(n) for n in peaks}, [1e-3, 3e-3, 1e-2], widen=2)
+    assert chosen["fast"]["best"] == pytest.approx(1e-2) and chosen["fast"]["widened"] == pytest.approx([1e-2 * 10 / 3])
+    assert chosen["fast"]["bracketed"] and chosen["slow"]["bracketed"]
+    assert chosen["slow"]["widened"] == pytest.approx([1e-3 / 3, 1e-3 / 9]) and chosen["slow"]["best"] == pytest.approx(
+        1e-3 / 3
+    )
+    assert {r["seed"] for r in exp.rows} == {0}  # one seed chooses; the verdict's seeds run apart
+    assert len(exp.rows) == 3 + 1 + 3 + 2
+    limited = choose_rates(Experiment("r"), {"slow": arm("slow")}, [1e-2, 3e-2], widen=1)
+    assert not limited["slow"]["bracketed"] and limited["slow"]["best"] == pytest.approx(1e-2 / 3)
+    with pytest.raises(ValueError, match="at least two learning rates"):
+        choose_rates(Experiment("r"), {"slow": arm("slow")}, [1e-2])

@@ -84,8 +84,8 @@ def test_run_fractions_records_every_model_fraction_and_seed():
     rows = run_fractions(exp, models, data, [0.1, 0.5], [0, 1], cfg, evaluations=2)
     assert len(rows) == 2 * 2 * 2
     assert exp.conditions() == [condition_name(m, f) for m in models for f in (0.1, 0.5)]
-    assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20}
-    assert all(r["steps"] <= 6 and r["best_epoch"] >= 1 for r in rows)
+    assert exp.fields["lin 0.1"] == {"model": "lin", "fraction": 0.1, "n_train": 20, "lr": 0.01}
+    assert all(r["steps"] <= 6 and r["best_epoch"] >= 1 and 0 <= r["val_acc"] <= 1 for r in rows)
     g = gaps(exp, "lin", "cnn", [0.1, 0.5])
     assert [x["fraction"] for x in g] == [0.1, 0.5]
     for x in g:  # two seeds each: Welch's se = sqrt(s_a^2/2 + s_b^2/2) = hypot(a0 - a1, b0 - b1) / 2
@@ -128,3 +128,22 @@ def test_a_circular_conv_is_translation_equivariant_and_vit_only_for_whole_patch
     assert equivariance_error(lambda im: vit_token_map(with_pos, im), x, 7, 14, stride=7) > 1e-2
     with pytest.raises(ValueError, match="multiples of 7"):
         equivariance_error(f, x, 3, 0, stride=7)
+
+
+def test_each_model_and_fraction_gets_its_own_rate_chosen_on_validation():
+    from vitlib.studies.datasize import fraction_rates
+
+    data = tiny_data()
+    models = {"lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4))}
+    cfg = TrainConfig(lr=0.01, batch_size=16, steps=6, patience=5, device="cpu")
+    rate_exp = Experiment("rates")
+    chosen = fraction_rates(rate_exp, models, data, [0.1, 0.5], cfg, [1e-3, 1e-2, 1e-1], evaluations=2, widen=1)
+    assert set(chosen) == {"lin 0.1", "lin 0.5"}
+    for c in chosen.values():
+        assert c["best"] in c["lrs"] and set(c["lrs"]) >= {1e-3, 1e-2, 1e-1} and len(c["lrs"]) <= 4
+    assert {r["seed"] for r in rate_exp.rows} == {0}
+    exp = Experiment("ds")
+    rows = run_fractions(
+        exp, models, data, [0.1, 0.5], [0, 1], cfg, evaluations=2, rates={k: v["best"] for k, v in chosen.items()}
+    )
+    assert {r["condition"]: r["lr"] for r in rows} == {k: v["best"] for k, v in chosen.items()}

@@ -12,7 +12,8 @@ from vitlib import create_model
 from vitlib.data import get_dataset
 from vitlib.studies.claims import CLAIMS, report, scales_table
 from vitlib.studies.experiments import Experiment, new_run_folder
-from vitlib.studies.stats import all_of, contrast, difference, equivalence, fmt, mean_std, verdict
+from vitlib.studies.stats import all_of, contrast, difference, fmt, mean_std
+from vitlib.studies.stats import t_interval as stats_t_interval
 from vitlib.train import TrainConfig
 
 
@@ -26,59 +27,59 @@ def test_mean_std_and_difference():
         mean_std([])
 
 
-@pytest.mark.parametrize(
-    "diff,se,expect,want",
-    [
-        (0.05, 0.01, "greater", "reproduced"),
-        (0.01, 0.01, "greater", "inconclusive"),  # the right sign within the noise is not a result
-        (-0.01, 0.01, "greater", "inconclusive"),
-        (-0.05, 0.01, "greater", "contradicted"),  # the opposite direction beyond 2 SE
-        (-0.05, 0.01, "less", "reproduced"),
-        (0.05, 0.01, "less", "contradicted"),
-        (0.021, 0.01, "greater", "reproduced"),
-        (0.02, 0.01, "greater", "inconclusive"),  # exactly 2 SE is not beyond it
-    ],
-)
-def test_one_rule_for_a_direction(diff, se, expect, want):
-    assert verdict(diff, se, expect) == want
+def test_the_only_rule_is_the_t_rule():
+    import vitlib.studies.stats as stats
 
-
-@pytest.mark.parametrize(
-    "diff,se,margin,want",
-    [
-        (0.002, 0.003, 0.01, "reproduced"),  # |d| + 2 se = 0.008 <= 0.01: both bounds inside the margin
-        (0.005, 0.003, 0.01, "inconclusive"),  # 0.011: the interval crosses the margin
-        (-0.02, 0.003, 0.01, "contradicted"),  # |d| - 2 se = 0.014 > 0.01: a real difference
-        (0.0, 0.02, 0.01, "inconclusive"),  # a null result with wide noise says nothing
-    ],
-)
-def test_equality_needs_both_bounds_inside_the_margin(diff, se, margin, want):
-    assert equivalence(diff, se, margin) == want
-
-
-def test_verdict_rejects_unknown_direction_and_bad_margins():
-    with pytest.raises(ValueError, match="expect"):
-        verdict(0.1, 0.1, "bigger")
-    with pytest.raises(ValueError, match="use equivalence"):
-        verdict(0.1, 0.1, "equal")
-    with pytest.raises(ValueError, match="margin must be positive"):
-        equivalence(0.1, 0.1, 0)
+    # the earlier "beyond 2 SE" rule is gone: one rule for the whole course
+    assert not hasattr(stats, "verdict") and not hasattr(stats, "equivalence")
 
 
 def test_contrast_of_two_independent_effects():
-    c = contrast((0.07, 0.03), (0.01, 0.04), n=3, compared="gap at 45 vs at 9,000 images")
-    assert math.isclose(c["diff"], 0.06) and math.isclose(c["se"], 0.05)
-    assert (c["verdict"], c["n"], c["compared"]) == ("inconclusive", 3, "gap at 45 vs at 9,000 images")
-    assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="")["verdict"] == "reproduced"
-    assert contrast((0.30, 0.01), (0.02, 0.01), n=3, compared="", expect="less")["verdict"] == "contradicted"
-    for bad in ((0.3, -0.01), (0.3, float("nan"))):  # a negative SE would cancel in hypot: refused
-        with pytest.raises(ValueError, match="standard error of b must be a number >= 0"):
-            contrast((0.30, 0.01), bad, n=3, compared="")
+    from scipy import stats as st
+
+    a = stats_t_interval([0.70, 0.72, 0.74], [0.60, 0.61, 0.65])
+    b = stats_t_interval([0.80, 0.81, 0.79], [0.79, 0.80, 0.81])
+    c = contrast(a, b, n=3, compared="gap at 45 vs at 9,000 images")
+    assert math.isclose(c["diff"], a["diff"] - b["diff"]) and math.isclose(c["se"], math.hypot(a["se"], b["se"]))
+    # Welch-Satterthwaite over the two effects' variances, and the interval from Student's t
+    df = c["se"] ** 4 / (a["se"] ** 4 / a["df"] + b["se"] ** 4 / b["df"])
+    assert c["df"] == pytest.approx(df)
+    assert c["high"] - c["diff"] == pytest.approx(st.t.ppf(0.975, df) * c["se"])
+    assert (c["n"], c["compared"]) == (3, "gap at 45 vs at 9,000 images")
+    assert c["verdict"] == ("reproduced" if c["low"] > 0 else "contradicted" if c["high"] < 0 else "inconclusive")
+    assert contrast(a, b, n=3, compared="", expect="less")["verdict"] in ("contradicted", "inconclusive")
+    far = contrast({"diff": 0.3, "se": 0.01, "df": 8}, {"diff": 0.02, "se": 0.01, "df": 8}, n=5, compared="")
+    assert far["verdict"] == "reproduced"
+    assert (
+        contrast(
+            {"diff": 0.3, "se": 0.01, "df": 8}, {"diff": 0.02, "se": 0.01, "df": 8}, n=5, compared="", expect="less"
+        )["verdict"]
+        == "contradicted"
+    )
+    for bad in ({"diff": 0.3, "se": -0.01, "df": 4}, {"diff": 0.3, "se": float("nan"), "df": 4}, (0.3, 0.01)):
+        with pytest.raises(ValueError, match="contrast: b must be an effect"):
+            contrast(far, bad, n=3, compared="")
 
 
 def test_all_of_reports_the_weakest_part():
-    ok = {"diff": 0.001, "se": 0.001, "verdict": "reproduced", "n": 5, "compared": "a vs b"}
-    unsure = {"diff": 0.004, "se": 0.004, "verdict": "inconclusive", "n": 3, "compared": "a vs c"}
+    ok = {
+        "diff": 0.001,
+        "se": 0.001,
+        "low": -0.001,
+        "high": 0.003,
+        "verdict": "reproduced",
+        "n": 5,
+        "compared": "a vs b",
+    }
+    unsure = {
+        "diff": 0.004,
+        "se": 0.004,
+        "low": -0.005,
+        "high": 0.013,
+        "verdict": "inconclusive",
+        "n": 3,
+        "compared": "a vs c",
+    }
     both = all_of(ok, unsure)
     assert both["verdict"] == "inconclusive" and both["diff"] == 0.004 and both["n"] == 3
     assert both["compared"] == "a vs b; a vs c"
@@ -108,18 +109,22 @@ def test_experiment_rows_summary_files_and_reload(tmp_path):
     again = Experiment.load(tmp_path / "demo.json")
     assert again.values("b") == exp.values("b") and again.fields["a"] == {"fraction": 0.1}
     assert "| (b1) without position embeddings ViT does worse | App. D.4, Table 8" in again.verdict_table()
-    assert "+0.300 ± 0.008; a 0.810 ± 0.010 (n=3) vs b 0.510 ± 0.010 (n=3) | **reproduced** | judged again |" in (
-        again.verdict_table()
+    assert (
+        "| +0.300 [+0.277, +0.323], p 3.3e-06; a 0.810 ± 0.010 (n=3) vs b 0.510 ± 0.010 (n=3) | **reproduced** | "
+        in (again.verdict_table())
     )
 
 
 def test_experiment_errors_name_the_problem(tmp_path):
     exp = Experiment("demo")
-    exp.run("a", lambda s: {"test_acc": 1.0}, seeds=[0])
+    exp.run("a", lambda s: {"test_acc": 1.0 - 0.01 * s}, seeds=[0, 1])
     with pytest.raises(KeyError, match="condition 'zzz'.*conditions: a"):
         exp.values("zzz")
+    judged = {"diff": 0, "se": 0, "low": 0, "high": 0, "p": 1.0, "n": 1, "compared": ""}
     with pytest.raises(ValueError, match="verdict must be one of"):
-        exp.claim("b1", {"diff": 0, "se": 0, "n": 1, "compared": "", "verdict": "partly"})
+        exp.claim("b1", {**judged, "verdict": "partly"})
+    with pytest.raises(ValueError, match="lacks low, high, p"):  # a comparison judged some other way is refused
+        exp.claim("b1", {"diff": 0.1, "se": 0.01, "n": 3, "compared": "", "verdict": "reproduced"})
     with pytest.raises(KeyError, match="zz"):
         exp.claim("zz", exp.compare("a", "a"))
     with pytest.raises(ValueError, match="needs an equivalence margin"):

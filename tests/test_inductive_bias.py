@@ -133,8 +133,9 @@ def test_drop_and_the_grouped_bars():
         for kind, acc in (("original", 0.8), ("patches", 0.7 if m == "CNN" else 0.8)):
             for seed, noise in enumerate((0.0, 0.01, -0.01)):
                 exp.add(ib.condition(m, kind), seed, {"test_acc": acc + noise})
-    d, se = ib.drop(exp, "CNN", "patches")
-    assert d == pytest.approx(0.1) and se == pytest.approx((2 * 0.01**2 / 3) ** 0.5)
+    cost = ib.drop(exp, "CNN", "patches")
+    assert cost["diff"] == pytest.approx(0.1) and cost["se"] == pytest.approx((2 * 0.01**2 / 3) ** 0.5)
+    assert cost["df"] == pytest.approx(4) and cost["low"] < 0.1 < cost["high"]
     fig, ax = plt.subplots()
     ib.plot_accuracy_bars(ax, exp, models=("CNN", "ViT"), inputs=("original", "patches"), chance=0.1)
     assert len(ax.patches) == 4 and [t.get_text() for t in ax.get_xticklabels()] == ["CNN", "ViT"]

@@ -67,13 +67,12 @@ def test_a_comparison_whose_runs_hit_their_budget_is_not_evidence():
             lambda s, base=base, stopped=stopped: {"test_acc": base + 0.001 * s, "stopped": stopped},
             seeds=range(5),
         )
-    judged = exp.compare("a", "b", rule="t")
+    judged = exp.compare("a", "b")
     assert judged["verdict"] == "inconclusive" and judged["hit_budget"] == [10, 10]
     row = exp.claim("b1", judged)
     assert row["why"].startswith("not converged: 10 of 10 runs hit their step budget")
     exp.rows = [{**r, "stopped": "plateau"} for r in exp.rows]
-    assert exp.compare("a", "b", rule="t")["verdict"] == "reproduced"
-    assert exp.compare("a", "b", rule="2se")["verdict"] == "reproduced"  # the earlier rule does not look
+    assert exp.compare("a", "b")["verdict"] == "reproduced"
 
 
 def test_run_fractions_rows_record_the_stop():
@@ -90,3 +89,22 @@ def test_run_fractions_rows_record_the_stop():
         evaluations=2,
     )
     assert rows[0]["stopped"] in ("plateau", "budget") and "final_val_acc" in rows[0] and rows[0]["best_step"] >= 1
+
+
+def test_experiment_train_records_why_a_run_with_a_stopping_rule_stopped(one_thread):
+    exp = Experiment("stops")
+    stalls = TrainConfig(**BASE, lr=1e-12, min_lr=0, epochs=30, schedule="plateau", patience=1, lr_drops=0)
+    exp.train("stalls", stalls, seeds=[0])
+    exp.train("budget", TrainConfig(**BASE, lr=3e-3, epochs=1, patience=5), seeds=[0])
+    exp.train("no rule", TrainConfig(**BASE, lr=3e-3, epochs=1), seeds=[0])
+    stopped = {r["condition"]: r.get("stopped") for r in exp.rows}
+    assert stopped == {"stalls": "plateau", "budget": "budget", "no rule": None}  # no rule: nothing to judge by
+
+
+def test_a_claim_that_did_not_converge_says_what_the_interval_alone_would_say():
+    exp = Experiment("budget")
+    for cond, base in (("a", 0.80), ("b", 0.70)):
+        exp.run(cond, lambda s, base=base: {"test_acc": base + 0.001 * s, "stopped": "budget"}, seeds=range(5))
+    row = exp.claim("b1", exp.compare("a", "b"), why="a reason written for the interval's verdict")
+    assert row["verdict"] == "inconclusive"
+    assert row["why"] == "not converged: 10 of 10 runs hit their step budget (the interval alone: reproduced)"

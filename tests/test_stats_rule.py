@@ -109,12 +109,12 @@ def test_experiment_compare_under_the_t_rule_and_the_report_adjusts_by_holm(tmp_
     exp = Experiment("pos", tmp_path / "reference" / "08_position_embeddings")
     exp.run("learned", lambda s: {"test_acc": A[s]}, seeds=range(5))
     exp.run("none", lambda s: {"test_acc": B[s]}, seeds=range(5))
-    welch = exp.compare("learned", "none", rule="t")
-    paired = exp.compare("learned", "none", rule="t", paired=True)
+    welch = exp.compare("learned", "none")
+    paired = exp.compare("learned", "none", paired=True)
     assert welch["p"] == pytest.approx(st.ttest_ind(A, B, equal_var=False).pvalue)
     assert paired["p"] == pytest.approx(st.ttest_rel(A, B).pvalue) and paired["test"] == "paired t"
     exp.claim("b1", welch)
-    exp.claim("b2", exp.compare("learned", "none", expect="equal", margin=0.05, rule="t"))
+    exp.claim("b2", exp.compare("learned", "none", expect="equal", margin=0.05))
     content = report(tmp_path)
     found = {c["id"]: c["reference"] for c in content["claims"] if c["reference"]}
     ps = [found["b1"]["ours"]["p"], found["b2"]["ours"]["p"]]

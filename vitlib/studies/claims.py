@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..utils import write_json
 from .forest import forest_plot
-from .stats import TEST_FIELDS, holm
+from .stats import TEST_FIELDS, holm, interval_text
 
 # id -> the paper's statement, where it is, and the notebook that tests it
 CLAIMS = {
@@ -215,12 +215,9 @@ def _cell(found: dict | None, scale: str) -> str:
     if found is None:
         return "not measured yet: needs a GPU" if scale == "full" else "not run yet"
     o = found["ours"]
-    margin = f", margin ±{o['margin']:g}" if o.get("margin") else ""
-    if o.get("p") is None:
-        ours = f"{o['effect']:+.3f} ± {o['se']:.3f} SE{margin}, 2-SE rule"
-    else:
-        holm_p = f", Holm {o['p_holm']:.2g}" if o.get("p_holm") is not None else ""
-        ours = f"{o['effect']:+.3f} [{o['low']:+.3f}, {o['high']:+.3f}]{margin}, p {o['p']:.2g}{holm_p}"
+    ours = interval_text(o)
+    if o.get("p_holm") is not None:
+        ours += f", Holm {o['p_holm']:.2g}"
     budget = f", {o['hit_budget'][0]} of {o['hit_budget'][1]} runs hit the budget" if o.get("hit_budget") else ""
     return f"**{found['verdict']}** {ours} ({found['seeds']} seeds{budget}, {found['minutes']:g} min)"
 
@@ -239,7 +236,7 @@ def markdown(content: dict) -> str:
         "![Every claim's effect with its interval at each scale, coloured by verdict; the zero line, and the margin "
         "of an equality claim shaded](claims_forest.svg)",
         "",
-        "| id | claim | quick | reference | full |",
+        "| id | claim | quick (3 seeds: provisional) | reference | full |",
         "|---|---|---|---|---|",
     ]
     for c in content["claims"]:
@@ -277,11 +274,12 @@ def scales_table(exp, notebook: str, results: str | Path = "../results") -> str:
     run found."""
     results = Path(results)
     found = {scale: results_of(results, scale) for scale in SCALES}
-    lines = ["| claim | this run | quick (committed) | reference (CPU) | full (GPU) |", "|---|---|---|---|---|"]
+    lines = [
+        "| claim | this run | quick (committed; 3 seeds: provisional) | reference (CPU) | full (GPU) |",
+        "|---|---|---|---|---|",
+    ]
     for v in exp.verdicts:
-        here = f"**{v['verdict']}** {v['effect']:+.3f} ± {v['se']:.3f}"
-        if v.get("p") is not None:
-            here = f"**{v['verdict']}** {v['effect']:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}], p {v['p']:.2g}"
+        here = f"**{v['verdict']}** {interval_text(v)}"
         others = [_cell(found[s].get(v["id"]), s) for s in SCALES]
         lines.append(f"| ({v['id']}) {v['claim']} | {here} | " + " | ".join(others) + " |")
     if not exp.verdicts:

@@ -27,7 +27,8 @@ from ..data import Dataset, TensorSplit, fraction_of
 from ..model import count_parameters
 from ..train import TrainConfig, resolve_device, train
 from .probe import few_shot_probe
-from .stats import difference
+from .stats import t_interval
+from .sweep import choose_rates
 
 
 @dataclass
@@ -94,6 +95,44 @@ def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evalu
     )
 
 
+def fraction_run(
+    make: Callable[[int], nn.Module],
+    data: Dataset,
+    fraction: float,
+    cfg: TrainConfig,
+    *,
+    shots: int = 0,
+    evaluations: int = 20,
+) -> Callable[[int], dict]:
+    """fn(seed) -> metrics of one run: a fresh make(seed) trained to its plateau (`train_to_plateau`) on
+    fraction_of(data, fraction, seed), then tested (and, with `shots`, probed: `few_shot_probe`)."""
+
+    def one(seed: int) -> dict:
+        sub = fraction_of(data, fraction, seed)
+        torch.manual_seed(seed)
+        model = make(seed)
+        r = train_to_plateau(dataclasses.replace(cfg, seed=seed), model, sub, evaluations=evaluations)
+        out = {
+            "test_acc": r.test["acc"],
+            "test_loss": r.test["loss"],
+            "val_acc": r.best_val_acc,
+            "best_epoch": r.best_epoch,
+            "steps": r.steps,
+            "epochs": r.epochs,
+            "params": count_parameters(model),
+            "time_s": r.time_s,
+            "stopped": r.stopped,
+            "best_step": r.best_step,
+            "final_train_acc": r.final_train_acc,
+            "final_val_acc": r.final_val_acc,
+        }
+        if shots:
+            out["few_shot_acc"] = few_shot_probe(r.model, data, shots, seed, device=resolve_device(cfg.device))
+        return out
+
+    return one
+
+
 def run_fractions(
     exp,
     models: dict[str, Callable[[int], nn.Module]],
@@ -104,44 +143,55 @@ def run_fractions(
     *,
     shots: int = 0,
     evaluations: int = 20,
+    rates: dict[str, float] | None = None,
 ) -> list[dict]:
     """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`, within
     cfg's budget of steps, with cfg's patience) on fraction_of(data, fraction, seed); rows go to `exp` (a
-    vitlib.studies.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction and
-    n_train, and the metrics test_acc, test_loss, best_epoch, steps, epochs, params, time_s, why it stopped
-    ('plateau' or 'budget'), best_step, final_train_acc and final_val_acc (and, with `shots`,
+    vitlib.studies.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction,
+    n_train and lr, and the metrics test_acc, test_loss, val_acc (best), best_epoch, steps, epochs, params, time_s,
+    why it stopped ('plateau' or 'budget'), best_step, final_train_acc and final_val_acc (and, with `shots`,
     few_shot_acc: a linear probe of the frozen features on `shots` validation images per class, as Fig. 4
-    evaluates)."""
+    evaluates). `rates`: each condition's own learning rate (`fraction_rates`), else cfg.lr for all."""
     seeds = list(seeds)
     rows = []
     for name, make in models.items():
         for fraction in fractions:
+            cond = condition_name(name, fraction)
+            lr = (rates or {}).get(cond, cfg.lr)
             n_train = len(fraction_of(data, fraction, seeds[0]).train)
-
-            def one(seed: int, make=make, fraction=fraction) -> dict:
-                sub = fraction_of(data, fraction, seed)
-                torch.manual_seed(seed)
-                model = make(seed)
-                r = train_to_plateau(dataclasses.replace(cfg, seed=seed), model, sub, evaluations=evaluations)
-                out = {
-                    "test_acc": r.test["acc"],
-                    "test_loss": r.test["loss"],
-                    "best_epoch": r.best_epoch,
-                    "steps": r.steps,
-                    "epochs": r.epochs,
-                    "params": count_parameters(model),
-                    "time_s": r.time_s,
-                    "stopped": r.stopped,
-                    "best_step": r.best_step,
-                    "final_train_acc": r.final_train_acc,
-                    "final_val_acc": r.final_val_acc,
-                }
-                if shots:
-                    out["few_shot_acc"] = few_shot_probe(r.model, data, shots, seed, device=resolve_device(cfg.device))
-                return out
-
-            rows += exp.run(condition_name(name, fraction), one, seeds, model=name, fraction=fraction, n_train=n_train)
+            one = fraction_run(
+                make, data, fraction, dataclasses.replace(cfg, lr=lr), shots=shots, evaluations=evaluations
+            )
+            rows += exp.run(cond, one, seeds, model=name, fraction=fraction, n_train=n_train, lr=lr)
     return rows
+
+
+def fraction_rates(
+    exp,
+    models: dict[str, Callable[[int], nn.Module]],
+    data: Dataset,
+    fractions: Sequence[float],
+    cfg: TrainConfig,
+    lrs: Sequence[float],
+    *,
+    seeds: Sequence[int] = (0,),
+    evaluations: int = 20,
+    widen: int = 2,
+) -> dict[str, dict]:
+    """Each (model, fraction)'s own learning rate, chosen on validation before the runs that are compared
+    (`vitlib.studies.sweep.choose_rates` over `lrs`, widened where a best rate lies at the grid's edge); rows go to
+    `exp`, kept apart from the experiment of the claims. Returns {condition name: {'best', 'lrs', 'widened',
+    'bracketed'}}; pass {name: r['best']} as `run_fractions`'s rates."""
+    arms = {
+        condition_name(name, fraction): (
+            lambda lr, make=make, fraction=fraction: fraction_run(
+                make, data, fraction, dataclasses.replace(cfg, lr=lr), evaluations=evaluations
+            )
+        )
+        for name, make in models.items()
+        for fraction in fractions
+    }
+    return choose_rates(exp, arms, lrs, seeds=seeds, widen=widen)
 
 
 def condition_name(model: str, fraction: float) -> str:
@@ -149,11 +199,12 @@ def condition_name(model: str, fraction: float) -> str:
 
 
 def gaps(exp, a: str, b: str, fractions: Sequence[float], metric: str = "test_acc") -> list[dict]:
-    """Per fraction: mean(a) - mean(b) of `metric` and its standard error (Welch, independent seeds)."""
+    """Per fraction: the gap mean(a) - mean(b) of `metric` with its standard error, Welch's degrees of freedom, 95%
+    interval and p (`stats.t_interval`, independent seeds): {'fraction', 'gap', 'diff', 'se', 'df', 'low', ...}."""
     out = []
     for f in fractions:
-        d, se = difference(exp.values(condition_name(a, f), metric), exp.values(condition_name(b, f), metric))
-        out.append({"fraction": f, "gap": d, "se": se})
+        judged = t_interval(exp.values(condition_name(a, f), metric), exp.values(condition_name(b, f), metric))
+        out.append({"fraction": f, "gap": judged["diff"], **judged})
     return out
 
 

@@ -21,7 +21,7 @@ from ..train import train
 from ..utils import write_csv, write_json
 from .claims import CLAIMS
 from .parallel import check_jobs, run_tasks
-from .stats import TEST_FIELDS, VERDICTS, difference, equivalence, fmt, mean_std, t_verdict, tost, verdict
+from .stats import TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
 
 
@@ -35,8 +35,9 @@ def new_run_folder(root: str | Path, name: str) -> Path:
     return path
 
 
-def train_metrics(result) -> dict:
-    """The numbers of a finished `vitlib.train.train` run that an experiment keeps."""
+def train_metrics(result, cfg=None) -> dict:
+    """The numbers of a finished `vitlib.train.train` run that an experiment keeps; given the run's `cfg` with a
+    stopping rule (patience), also why it stopped: 'plateau' (the rule ended it) or 'budget' (every epoch ran)."""
     final = result.final
     out = {
         "train_acc": final.get("train_acc"),
@@ -50,6 +51,8 @@ def train_metrics(result) -> dict:
             out[f"{split}_acc"] = final[f"{split}_acc"]
     if result.test:
         out["test_acc"], out["test_loss"] = result.test["acc"], result.test["loss"]
+    if cfg is not None and cfg.patience:
+        out["stopped"] = "plateau" if result.stopped.startswith("early stopping") else "budget"
     return out
 
 
@@ -117,7 +120,7 @@ class Experiment:
             torch.manual_seed(seed)
             d = data(seed) if callable(data) else data
             m = model(seed) if callable(model) else model
-            return train_metrics(train(run_cfg, model=m, data=d))
+            return train_metrics(train(run_cfg, model=m, data=d), run_cfg)
 
         return self.run(condition, one, seeds, **fields)
 
@@ -163,43 +166,34 @@ class Experiment:
         expect: str = "greater",
         margin: float | None = None,
         paired: bool = False,
-        rule: str = "2se",
     ) -> dict:
         """Difference a - b of `metric` over the seeds and the verdict on the claim 'a <expect> b': expect 'greater'
         or 'less' (a direction), or 'equal' with an equivalence `margin` stated in advance.
 
-        rule='t': the course's rule (`stats.t_verdict`, `stats.tost`): Welch's t, or the paired t with `paired`
-        (a[i] and b[i] share seed i), with the interval, p and test recorded. rule='2se': the earlier rule (beyond
-        2 standard errors), which the committed notebooks used until they are re-run under the t rule."""
-        if rule not in ("2se", "t"):
-            raise ValueError(f"rule must be 't' (Welch's t / paired t / TOST) or '2se', got {rule!r}.")
+        The course's one rule (`stats.t_verdict`, `stats.tost`): Welch's t, or the paired t with `paired` (a[i] and
+        b[i] share seed i), the interval, p and test recorded; 'inconclusive' when most runs hit their budget."""
         if expect == "equal" and margin is None:
             raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
-        va, vb = self.values(a, metric), self.values(b, metric)
-        if paired:
-            va, vb = self._paired(a, b, metric)
+        va, vb = self._paired(a, b, metric) if paired else (self.values(a, metric), self.values(b, metric))
         out = {"a": a, "b": b, "metric": metric, "expect": expect, "margin": margin, "n": min(len(va), len(vb))}
         out["compared"] = f"{a} {fmt(va)} vs {b} {fmt(vb)}"
-        if rule == "t":
-            judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
-            return self._converged({**judged, **out}, (a, b), metric)
-        d, se = difference(va, vb)
-        judged = equivalence(d, se, margin) if expect == "equal" else verdict(d, se, expect)
-        return {"a": a, "b": b, "metric": metric, "diff": d, "se": se, "verdict": judged, **out}
+        judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
+        return self.converged({**judged, **out}, (a, b), metric)
 
-    def _converged(self, out: dict, conditions: tuple[str, ...], metric: str) -> dict:
-        """Count the runs behind a comparison that hit their step budget (rows with stopped='budget', as
-        `run_fractions` records them); when more than half did, the verdict is 'inconclusive' (not converged)."""
+    def converged(self, out: dict, conditions: Iterable[str], metric: str = "test_acc") -> dict:
+        """Count the runs of `conditions` behind a judged comparison (`compare`'s, or a `stats.contrast`) that hit their
+        budget (stopped='budget'); when most did, the verdict is 'inconclusive' (not converged)."""
         runs = [r for r in self.rows if r["condition"] in conditions and r.get(metric) is not None and "stopped" in r]
         if runs:
             hit = sum(r["stopped"] == "budget" for r in runs)
             out["hit_budget"] = [hit, len(runs)]
             if 2 * hit > len(runs):
-                out["verdict"], out["not_converged"] = "inconclusive", True
+                out["judged"], out["verdict"], out["not_converged"] = out["verdict"], "inconclusive", True
         return out
 
     def _paired(self, a: str, b: str, metric: str) -> tuple[list[float], list[float]]:
         """The values of a and b for the seeds both have, in seed order (for a paired test)."""
+        self.values(a, metric), self.values(b, metric)  # a KeyError names an unknown condition
         by_seed = [
             {r["seed"]: r[metric] for r in self.rows if r["condition"] == c and r.get(metric) is not None}
             for c in (a, b)
@@ -209,14 +203,20 @@ class Experiment:
 
     def claim(self, claim_id: str, comparison: dict, why: str = "") -> dict:
         """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
-        vitlib.studies.claims.CLAIMS), judged by `comparison` (as `compare` returns it, or a dict with the same keys
-        diff, se, verdict, n and compared for an effect computed otherwise). Saved with the results."""
+        vitlib.studies.claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
+        return it: diff, se, low, high, p, verdict, n and compared). Saved with the results."""
+        missing = [k for k in ("diff", "se", "low", "high", "p", "verdict", "n", "compared") if k not in comparison]
+        if missing:
+            raise ValueError(
+                f"claim {claim_id!r}: the comparison lacks {', '.join(missing)}; judge it with Experiment.compare, "
+                f"stats.contrast or stats.all_of (the course's t rule)."
+            )
         if comparison["verdict"] not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {comparison['verdict']!r}.")
         paper = CLAIMS[claim_id]  # a KeyError names an unknown claim
-        if comparison.get("not_converged"):
-            hit, runs = comparison["hit_budget"]
-            why = f"not converged: {hit} of {runs} runs hit their step budget" + (f"; {why}" if why else "")
+        if comparison.get("not_converged"):  # the notebook's reason was written for the interval's verdict
+            (hit, runs), alone = comparison["hit_budget"], comparison["judged"]
+            why = f"not converged: {hit} of {runs} runs hit their step budget (the interval alone: {alone})"
         row = {
             "id": claim_id,
             "claim": paper["claim"],
@@ -237,11 +237,11 @@ class Experiment:
     def verdict_table(self) -> str:
         """The closing table as Markdown (display with IPython.display.Markdown)."""
         lines = [
-            "| claim | paper | ours: effect ± SE (the numbers compared) | verdict | why |",
+            "| claim | paper | ours: effect [95% interval], p (the numbers compared) | verdict | why |",
             "|---|---|---|---|---|",
         ]
         for v in self.verdicts:
-            ours = f"{v['effect']:+.3f} ± {v['se']:.3f}" + (f" (margin ±{v['margin']:g})" if v.get("margin") else "")
+            ours = interval_text(v)
             cells = (
                 f"({v['id']}) {v['claim']}",
                 v["paper"],

@@ -14,7 +14,7 @@ from torch import nn
 from ..data import Dataset, TensorSplit
 from ..model import create_cnn, create_model, patchify, unpatchify
 from .datasize import equivariance_error
-from .stats import difference, mean_std
+from .stats import mean_std, t_interval
 
 INPUTS = ("original", "patches", "pixels")  # the three inputs of the experiment
 MODELS = ("MLP", "CNN", "RNN", "ViT")
@@ -190,9 +190,10 @@ def condition(model: str, inputs: str) -> str:
     return f"{model} · {inputs}"
 
 
-def drop(exp, model: str, inputs: str, metric: str = "test_acc") -> tuple[float, float]:
-    """The accuracy a shuffle costs a model: mean(original) - mean(shuffled) over the seeds, and its standard error."""
-    return difference(exp.values(condition(model, "original"), metric), exp.values(condition(model, inputs), metric))
+def drop(exp, model: str, inputs: str, metric: str = "test_acc") -> dict:
+    """The accuracy a shuffle costs a model: mean(original) - mean(shuffled) over the seeds, with its standard error,
+    degrees of freedom and 95% interval (`stats.t_interval`, Welch: the arms are trained apart)."""
+    return t_interval(exp.values(condition(model, "original"), metric), exp.values(condition(model, inputs), metric))
 
 
 def plot_accuracy_bars(ax, exp, models=MODELS, inputs=INPUTS, metric: str = "test_acc", chance: float | None = None):

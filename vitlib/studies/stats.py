@@ -1,9 +1,12 @@
 """The statistics of the course's experiments: mean ± standard deviation over seeds, the difference of two
-conditions with its standard error (Welch), and the verdict on a claim of the paper: one rule for the whole course.
+conditions with its standard error, and the verdict on a claim of the paper: one rule for the whole course.
 
-    reproduced     the paper's direction, beyond 2 standard errors (equality: within the margin, noise included)
-    contradicted   the opposite direction beyond 2 standard errors (equality: outside the margin, noise included)
+    reproduced     the 95% interval of the effect (Welch's t, or the paired t where the arms share seeds) lies
+                   wholly on the paper's side of zero (equality: the 90% interval lies inside the margin, TOST)
+    contradicted   the interval lies wholly on the other side (equality: wholly outside the margin)
     inconclusive   neither: the data cannot tell, at this scale and with these seeds
+
+Testing many claims at once, `holm` adjusts their p-values (how many survive being tested together).
 """
 
 from __future__ import annotations
@@ -39,49 +42,22 @@ def difference(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
     return ma - mb, math.sqrt(sa**2 / len(a) + sb**2 / len(b))
 
 
-def verdict(diff: float, se: float, expect: str = "greater", k: float = 2.0) -> str:
-    """The course's one rule for a claim about a direction: `diff` is (the paper's better condition) minus (its worse
-    one), or the other way round with expect='less'.
-
-    'reproduced': the paper's direction, beyond k standard errors; 'contradicted': the opposite direction beyond k
-    standard errors; 'inconclusive': neither (the difference is within the noise, whichever its sign)."""
-    if expect not in ("greater", "less"):
-        raise ValueError(f"expect must be 'greater' or 'less' (for 'about equal' use equivalence), got {expect!r}.")
-    signed = diff if expect == "greater" else -diff
-    if se < 0 or math.isnan(se):
-        raise ValueError(f"a standard error must be a number >= 0, got {se}.")
-    return "reproduced" if signed > k * se else "contradicted" if signed < -k * se else "inconclusive"
-
-
-def equivalence(diff: float, se: float, margin: float, k: float = 2.0) -> str:
-    """The rule for a claim of equality ('about equal'), with an equivalence margin stated in advance.
-
-    'reproduced': the whole interval diff ± k se lies within ±margin; 'contradicted': the whole interval lies outside
-    it (a difference larger than the margin, beyond the noise); 'inconclusive': the interval crosses the margin."""
-    if margin <= 0:
-        raise ValueError(f"an equivalence margin must be positive, got {margin}.")
-    if abs(diff) + k * se <= margin:
-        return "reproduced"
-    return "contradicted" if abs(diff) - k * se > margin else "inconclusive"
-
-
-def contrast(a: tuple[float, float], b: tuple[float, float], n: int, compared: str, expect: str = "greater") -> dict:
-    """A claim about two independent effects, each (estimate, standard error), e.g. 'the gap shrinks' as (gap at the
-    smallest size) - (gap at the largest): their difference, its standard error sqrt(se_a^2 + se_b^2) and its
-    verdict, as the comparison dict `Experiment.claim` takes (like `Experiment.compare`'s)."""
-    for name, (_, se_) in (("a", a), ("b", b)):
-        if se_ < 0 or math.isnan(se_):
-            raise ValueError(f"contrast: the standard error of {name} must be a number >= 0, got {se_}.")
-    diff, se = a[0] - b[0], math.hypot(a[1], b[1])
-    return {"diff": diff, "se": se, "verdict": verdict(diff, se, expect), "n": n, "compared": compared}
+def interval_text(v: dict) -> str:
+    """A judged effect as text: '+0.031 [+0.012, +0.050], p 0.004' (an equality claim adds its margin); a result
+    recorded before the t rule (no p): '+0.031 ± 0.009 SE, 2-SE rule'."""
+    margin = f", margin ±{v['margin']:g}" if v.get("margin") else ""
+    effect = v["diff"] if "diff" in v else v["effect"]
+    if v.get("p") is None:
+        return f"{effect:+.3f} ± {v['se']:.3f} SE{margin}, 2-SE rule"
+    return f"{effect:+.3f} [{v['low']:+.3f}, {v['high']:+.3f}]{margin}, p {v['p']:.2g}"
 
 
 def all_of(*comparisons: dict) -> dict:
     """One verdict for a claim made of several comparisons that must all hold (e.g. '1D, 2D and relative are about
     equal': 1D vs 2D and 1D vs relative): reproduced when every part is, contradicted when any part is, else
-    inconclusive. The effect and standard error reported are those of the part furthest from reproduced."""
+    inconclusive. The effect, interval and p reported are those of the part furthest from reproduced."""
     order = {"reproduced": 0, "inconclusive": 1, "contradicted": 2}
-    worst = max(comparisons, key=lambda c: (order[c["verdict"]], abs(c["diff"]) + 2 * c["se"]))
+    worst = max(comparisons, key=lambda c: (order[c["verdict"]], max(abs(c["low"]), abs(c["high"]))))
     return {
         **worst,
         "verdict": worst["verdict"],
@@ -148,6 +124,48 @@ def t_verdict(a: Iterable[float], b: Iterable[float], expect: str = "greater", p
     out["verdict"] = "reproduced" if low > 0 else "contradicted" if high < 0 else "inconclusive"
     out["expect"] = expect
     return out
+
+
+def contrast(a: dict, b: dict, n: int, compared: str, expect: str = "greater") -> dict:
+    """A claim about two independent effects, each a `t_interval` (or `compare`) dict with diff, se and df, e.g.
+    'the gap shrinks' as (gap at the smallest size) - (gap at the largest): the difference of the effects, its
+    standard error sqrt(se_a^2 + se_b^2), Welch-Satterthwaite's degrees of freedom, the 95% interval, p and the
+    verdict, as the comparison dict `Experiment.claim` takes."""
+    from scipy import stats as st
+
+    for name, part in (("a", a), ("b", b)):
+        if not all(k in part for k in ("diff", "se", "df")) or part["se"] < 0 or math.isnan(part["se"]):
+            raise ValueError(
+                f"contrast: {name} must be an effect from t_interval or Experiment.compare (diff, se >= 0, df); "
+                f"got {part}."
+            )
+    if expect not in ("greater", "less"):
+        raise ValueError(f"expect must be 'greater' or 'less', got {expect!r}.")
+    diff, se = a["diff"] - b["diff"], math.hypot(a["se"], b["se"])
+    parts = [(p["se"] ** 2, p["df"]) for p in (a, b) if p["se"] > 0]
+    df = se**4 / sum(v**2 / d for v, d in parts) if parts else float("inf")
+    if se == 0:
+        low = high = diff
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        half = st.t.ppf(0.975, df) * se
+        low, high, p = diff - half, diff + half, float(2 * st.t.sf(abs(diff) / se, df))
+    side_low, side_high = (low, high) if expect == "greater" else (-high, -low)
+    judged = "reproduced" if side_low > 0 else "contradicted" if side_high < 0 else "inconclusive"
+    return {
+        "diff": diff,
+        "se": se,
+        "df": df,
+        "low": low,
+        "high": high,
+        "level": 0.95,
+        "p": p,
+        "test": "Welch's t (difference of two effects)",
+        "expect": expect,
+        "verdict": judged,
+        "n": n,
+        "compared": compared,
+    }
 
 
 def tost(a: Iterable[float], b: Iterable[float], margin: float, paired: bool = False) -> dict:

@@ -133,6 +133,44 @@ def bracketed_sweep(
     return {"best": best, "lrs": tried, "widened": added, "bracketed": tried[0] < best < tried[-1]}
 
 
+def choose_rates(
+    exp: Experiment,
+    arms: dict[str, Callable[[float], Callable[[int], dict]]],
+    lrs: Iterable[float],
+    seeds: Sequence[int] = (0,),
+    widen: int = 2,
+    metric: str = "val_acc",
+) -> dict[str, dict]:
+    """Each arm's own peak learning rate, chosen on `metric` (validation) before the arms are compared: arms[name](lr)
+    is the fn(seed) -> metrics of one run of that arm at rate lr. Every arm runs at every rate of `lrs` over `seeds`
+    (by default one seed: the choice, not the verdict), the runs of all arms side by side (`exp.batch`); an arm whose
+    best rate lies at the edge of what it tried gets one more rate beyond it (`next_rate`), at most `widen` times.
+    Rows go to `exp` (keep it apart from the experiment that judges the claim) as conditions `condition(name, lr)`.
+
+    Returns {name: {'best', 'lrs', 'widened', 'bracketed'}} as `bracketed_sweep` does -- print it beside the verdict."""
+    pending = {name: sorted(set(lrs)) for name in arms}
+    if any(len(v) < 2 for v in pending.values()):
+        raise ValueError(f"choose_rates needs at least two learning rates to bracket a choice, got {sorted(set(lrs))}.")
+    added: dict[str, list[float]] = {name: [] for name in arms}
+    for round_ in range(widen + 1):
+        with exp.batch():
+            for name, todo in pending.items():
+                for lr in todo:
+                    exp.run(condition(name, lr), arms[name](lr), seeds, group=name, lr=lr)
+        if round_ == widen:
+            break
+        pending = {name: [lr] for name in arms if (lr := next_rate(exp, name, metric)) is not None}
+        for name, (lr,) in pending.items():
+            added[name].append(lr)
+        if not pending:
+            break
+    out = {}
+    for name in arms:
+        tried, best = rates(exp, name), best_lr(exp, name, metric)
+        out[name] = {"best": best, "lrs": tried, "widened": added[name], "bracketed": tried[0] < best < tried[-1]}
+    return out
+
+
 def plot_sweep(
     exp: Experiment, ax, groups: Iterable[str], metric: str = "test_acc", best_metric: str | None = "val_acc"
 ):
