@@ -188,3 +188,28 @@ def test_papermill_documents_every_parameter(path):
     seen = papermill.inspect_notebook(str(path))
     assert set(seen) == set(declared), f"{path.name}: papermill cannot read {sorted(set(declared) - set(seen))}"
     assert all(seen[name]["help"] for name in seen), f"{path.name}: a parameter without help"
+
+
+def resolves(name: str) -> bool:
+    """Whether a dotted name such as 'vitlib.studies.stats.t_interval' is a module, or a module's attribute."""
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_prose_names_modules_and_functions_that_exist(path):
+    text = "".join(src(c) for c in load(path)["cells"] if c["cell_type"] == "markdown")
+    names = sorted(set(re.findall(r"`(vitlib(?:\.[A-Za-z_]\w*)+)", text)))
+    assert [n for n in names if not resolves(n)] == []
