@@ -1,7 +1,7 @@
 """Run the experiment notebooks (07-18: those that judge a claim of vitlib.studies.claims) at one scale and write
 what they found under results/, then the claims report.
 
-    python scripts/run_experiments.py --scale reference            # every experiment notebook, about 20 min each
+    python scripts/run_experiments.py --scale reference            # every experiment notebook, 2-21 min each on 2 cores
     python scripts/run_experiments.py --scale quick --only 07 08   # the quick presets of two notebooks
     python scripts/run_experiments.py --scale full                 # on a GPU: the full presets, into results/gpu
 
