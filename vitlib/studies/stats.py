@@ -90,8 +90,6 @@ def t_interval(a: Iterable[float], b: Iterable[float], paired: bool = False, lev
     """The effect mean(a) - mean(b) with its standard error, degrees of freedom, two-sided `level` interval and
     two-sided p-value (H0: no difference), by Welch's t (independent arms) or by the paired t (arms paired by seed:
     a[i] and b[i] share seed i, e.g. one pre-training per seed fine-tuned two ways)."""
-    from scipy import stats as st
-
     a, b = _two_arms(a, b, paired)
     if paired:
         d = [x - y for x, y in zip(a, b)]
@@ -102,27 +100,40 @@ def t_interval(a: Iterable[float], b: Iterable[float], paired: bool = False, lev
         diff, se = ma - mb, math.sqrt(va + vb)
         # Welch-Satterthwaite; with no spread at all in either arm the interval is a point
         df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else float("inf")
-    if se == 0:
-        p = 1.0 if diff == 0 else 0.0
-        low = high = diff
-    else:
-        half = st.t.ppf(0.5 + level / 2, df) * se
-        low, high = diff - half, diff + half
-        p = float(2 * st.t.sf(abs(diff) / se, df))
     test = "paired t" if paired else "Welch's t"
-    return {"diff": diff, "se": se, "df": df, "low": low, "high": high, "level": level, "p": p, "test": test}
+    return {"diff": diff, "se": se, "df": df, **_interval(diff, se, df, level), "test": test}
+
+
+def _interval(diff: float, se: float, df: float, level: float = 0.95) -> dict:
+    """The two-sided `level` interval and p-value (H0: no difference) of an effect with standard error `se` and `df`
+    degrees of freedom (Student's t); with se 0 the interval is a point."""
+    from scipy import stats as st
+
+    if se == 0:
+        return {"low": diff, "high": diff, "level": level, "p": 1.0 if diff == 0 else 0.0}
+    half = st.t.ppf(0.5 + level / 2, df) * se
+    return {"low": diff - half, "high": diff + half, "level": level, "p": float(2 * st.t.sf(abs(diff) / se, df))}
+
+
+def _check_direction(expect: str) -> None:
+    if expect not in ("greater", "less"):
+        raise ValueError(f"expect must be 'greater' or 'less' (for 'about equal' use tost), got {expect!r}.")
+
+
+def _direction_verdict(out: dict, expect: str) -> str:
+    """The rule for a direction: where the interval [out['low'], out['high']] lies, 'a <expect> b' on its plus side."""
+    _check_direction(expect)
+    low, high = (out["low"], out["high"]) if expect == "greater" else (-out["high"], -out["low"])
+    return "reproduced" if low > 0 else "contradicted" if high < 0 else "inconclusive"
 
 
 def t_verdict(a: Iterable[float], b: Iterable[float], expect: str = "greater", paired: bool = False) -> dict:
     """The course's rule for a claim about a direction, 'a <expect> b': reproduced when the 95% two-sided interval of
     mean(a) - mean(b) lies wholly on the paper's side of zero, contradicted when wholly on the other side,
     inconclusive otherwise. Returns `t_interval`'s dict with the verdict (and `expect`)."""
-    if expect not in ("greater", "less"):
-        raise ValueError(f"expect must be 'greater' or 'less' (for 'about equal' use tost), got {expect!r}.")
+    _check_direction(expect)  # an unknown direction fails before any work
     out = t_interval(a, b, paired)
-    low, high = (out["low"], out["high"]) if expect == "greater" else (-out["high"], -out["low"])
-    out["verdict"] = "reproduced" if low > 0 else "contradicted" if high < 0 else "inconclusive"
-    out["expect"] = expect
+    out["verdict"], out["expect"] = _direction_verdict(out, expect), expect
     return out
 
 
@@ -131,38 +142,22 @@ def contrast(a: dict, b: dict, n: int, compared: str, expect: str = "greater") -
     'the gap shrinks' as (gap at the smallest size) - (gap at the largest): the difference of the effects, its
     standard error sqrt(se_a^2 + se_b^2), Welch-Satterthwaite's degrees of freedom, the 95% interval, p and the
     verdict, as the comparison dict `Experiment.claim` takes."""
-    from scipy import stats as st
-
     for name, part in (("a", a), ("b", b)):
         if not all(k in part for k in ("diff", "se", "df")) or part["se"] < 0 or math.isnan(part["se"]):
             raise ValueError(
                 f"contrast: {name} must be an effect from t_interval or Experiment.compare (diff, se >= 0, df); "
                 f"got {part}."
             )
-    if expect not in ("greater", "less"):
-        raise ValueError(f"expect must be 'greater' or 'less', got {expect!r}.")
+    _check_direction(expect)
     diff, se = a["diff"] - b["diff"], math.hypot(a["se"], b["se"])
     parts = [(p["se"] ** 2, p["df"]) for p in (a, b) if p["se"] > 0]
     df = se**4 / sum(v**2 / d for v, d in parts) if parts else float("inf")
-    if se == 0:
-        low = high = diff
-        p = 1.0 if diff == 0 else 0.0
-    else:
-        half = st.t.ppf(0.975, df) * se
-        low, high, p = diff - half, diff + half, float(2 * st.t.sf(abs(diff) / se, df))
-    side_low, side_high = (low, high) if expect == "greater" else (-high, -low)
-    judged = "reproduced" if side_low > 0 else "contradicted" if side_high < 0 else "inconclusive"
+    out = {"diff": diff, "se": se, "df": df, **_interval(diff, se, df)}
     return {
-        "diff": diff,
-        "se": se,
-        "df": df,
-        "low": low,
-        "high": high,
-        "level": 0.95,
-        "p": p,
+        **out,
         "test": "Welch's t (difference of two effects)",
         "expect": expect,
-        "verdict": judged,
+        "verdict": _direction_verdict(out, expect),
         "n": n,
         "compared": compared,
     }
