@@ -15,6 +15,7 @@ from vitlib.studies.datasize import (
     condition_name,
     equivariance_error,
     fraction_of,
+    fraction_rates,
     gaps,
     run_fractions,
     shift,
@@ -147,3 +148,18 @@ def test_each_model_and_fraction_gets_its_own_rate_chosen_on_validation():
         exp, models, data, [0.1, 0.5], [0, 1], cfg, evaluations=2, rates={k: v["best"] for k, v in chosen.items()}
     )
     assert {r["condition"]: r["lr"] for r in rows} == {k: v["best"] for k, v in chosen.items()}
+
+
+def test_the_rate_choice_runs_are_kept_by_the_verdict_and_equal_running_them_again():
+    data, cfg = tiny_data(), TrainConfig(batch_size=16, steps=6, patience=5, device="cpu")
+    models = {"lin": lambda seed: nn.Sequential(nn.Flatten(), nn.Linear(64, 4))}
+    chosen = fraction_rates(Experiment("r"), models, data, [0.5], cfg, [0.003, 0.03], evaluations=2, widen=0)
+    assert set(chosen["lin 0.5"]["runs"]) == {0}  # the seed that chose
+    kept, fresh = Experiment("kept"), Experiment("fresh")
+    run_fractions(kept, models, data, [0.5], [0, 1], cfg, evaluations=2, rates=chosen)
+    run_fractions(fresh, models, data, [0.5], [0, 1], cfg, evaluations=2, rates={"lin 0.5": chosen["lin 0.5"]["best"]})
+    timing = ("time_s", "wall_s")
+    assert [{k: v for k, v in r.items() if k not in timing} for r in kept.rows] == [
+        {k: v for k, v in r.items() if k not in timing} for r in fresh.rows
+    ]
+    assert kept.rows[0]["wall_s"] == chosen["lin 0.5"]["runs"][0]["wall_s"]  # seed 0 was not trained again

@@ -195,3 +195,20 @@ def test_the_claims_report_puts_every_scale_beside_the_paper(tmp_path):
     assert json.loads((tmp_path / "claims.json").read_text())["claims"][0]["id"] == "a1"
     beside = scales_table(exp, "08_position_embeddings", tmp_path)
     assert "| (b1) without position embeddings ViT does worse | **reproduced** +0.150" in beside
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_known_runs_are_taken_as_they_are_and_the_others_run(batched):
+    exp, called = Experiment("k"), []
+
+    def fn(seed):
+        called.append(seed)
+        return {"test_acc": 0.5 + seed / 100}
+
+    if batched:
+        with exp.batch():
+            rows = exp.run("a", fn, [0, 1, 2], known={1: {"test_acc": 0.9, "wall_s": 3.0}}, lr=0.1)
+    else:
+        rows = exp.run("a", fn, [0, 1, 2], known={1: {"test_acc": 0.9, "wall_s": 3.0}}, lr=0.1)
+    assert called == [0, 2] and [r["seed"] for r in rows] == [0, 1, 2]
+    assert [r["test_acc"] for r in rows] == [0.5, 0.9, 0.52] and rows[1]["lr"] == 0.1 and rows[1]["wall_s"] == 3.0

@@ -143,7 +143,7 @@ def run_fractions(
     *,
     shots: int = 0,
     evaluations: int = 20,
-    rates: dict[str, float] | None = None,
+    rates: dict[str, float | dict] | None = None,
 ) -> list[dict]:
     """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`, within
     cfg's budget of steps, with cfg's patience) on fraction_of(data, fraction, seed); rows go to `exp` (a
@@ -151,18 +151,20 @@ def run_fractions(
     n_train and lr, and the metrics test_acc, test_loss, val_acc (best), best_epoch, steps, epochs, params, time_s,
     why it stopped ('plateau' or 'budget'), best_step, final_train_acc and final_val_acc (and, with `shots`,
     few_shot_acc: a linear probe of the frozen features on `shots` validation images per class, as Fig. 4
-    evaluates). `rates`: each condition's own learning rate (`fraction_rates`), else cfg.lr for all."""
+    evaluates). `rates`: each condition's own learning rate, or `fraction_rates`' answer for it (its runs of the chosen
+    rate are then kept, not trained again); else cfg.lr for all."""
     seeds = list(seeds)
     rows = []
     for name, make in models.items():
         for fraction in fractions:
             cond = condition_name(name, fraction)
-            lr = (rates or {}).get(cond, cfg.lr)
+            chosen = (rates or {}).get(cond, cfg.lr)
+            lr, known = (chosen["best"], chosen["runs"]) if isinstance(chosen, dict) else (chosen, None)
             n_train = len(fraction_of(data, fraction, seeds[0]).train)
             one = fraction_run(
                 make, data, fraction, dataclasses.replace(cfg, lr=lr), shots=shots, evaluations=evaluations
             )
-            rows += exp.run(cond, one, seeds, model=name, fraction=fraction, n_train=n_train, lr=lr)
+            rows += exp.run(cond, one, seeds, known, model=name, fraction=fraction, n_train=n_train, lr=lr)
     return rows
 
 
@@ -175,17 +177,18 @@ def fraction_rates(
     lrs: Sequence[float],
     *,
     seeds: Sequence[int] = (0,),
+    shots: int = 0,
     evaluations: int = 20,
     widen: int = 2,
 ) -> dict[str, dict]:
     """Each (model, fraction)'s own learning rate, chosen on validation before the runs that are compared
     (`vitlib.studies.sweep.choose_rates` over `lrs`, widened where a best rate lies at the grid's edge); rows go to
     `exp`, kept apart from the experiment of the claims. Returns {condition name: {'best', 'lrs', 'widened',
-    'bracketed'}}; pass {name: r['best']} as `run_fractions`'s rates."""
+    'bracketed', 'runs'}}: `run_fractions`'s rates (give both the same `shots` and `evaluations`)."""
     arms = {
         condition_name(name, fraction): (
             lambda lr, make=make, fraction=fraction: fraction_run(
-                make, data, fraction, dataclasses.replace(cfg, lr=lr), evaluations=evaluations
+                make, data, fraction, dataclasses.replace(cfg, lr=lr), shots=shots, evaluations=evaluations
             )
         )
         for name, make in models.items()

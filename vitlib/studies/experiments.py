@@ -80,12 +80,14 @@ class Experiment:
         self.save()
         return row
 
-    def run(self, condition: str, fn: Callable[[int], dict], seeds: Iterable[int], **fields) -> list[dict]:
+    def run(self, condition: str, fn: Callable[[int], dict], seeds: Iterable[int], known=None, **fields) -> list[dict]:
         """Call fn(seed) -> metrics for every seed; each row also gets `fields` (e.g. fraction=0.1) and wall time.
+        `known`: {seed: metrics} of this very run made before (`choose_rates`' run of the rate it chose), not redone.
 
         Inside `with exp.batch():` the calls wait for the block's end, and the returned list fills then."""
         rows: list[dict] = []
-        runs = [(condition, seed, fields, rows, lambda fn=fn, seed=seed: fn(seed)) for seed in seeds]
+        known = known or {}
+        runs = [(condition, seed, fields, rows, known.get(seed, lambda fn=fn, seed=seed: fn(seed))) for seed in seeds]
         if self._queue is not None:
             self._queue += runs
         else:
@@ -108,9 +110,9 @@ class Experiment:
         self._finish(runs)
 
     def _finish(self, runs: list, jobs: int | None = None) -> None:
-        results = run_tasks([task for *_, task in runs], self.jobs if jobs is None else jobs)
-        for (condition, seed, fields, rows, _), metrics in zip(runs, results):
-            rows.append(self.add(condition, seed, metrics, **fields))
+        results = run_tasks([task for *_, task in runs if callable(task)], self.jobs if jobs is None else jobs)
+        for condition, seed, fields, rows, task in runs:  # a known run's metrics are its task
+            rows.append(self.add(condition, seed, next(results) if callable(task) else dict(task), **fields))
 
     def train(self, condition: str, cfg, seeds: Iterable[int], data=None, model=None, **fields) -> list[dict]:
         """Train `cfg` once per seed (cfg.seed replaced); `data` and `model` may be callables of the seed."""
@@ -144,18 +146,8 @@ class Experiment:
                 continue
             vals = [r[metric] for r in rows]
             m, s = mean_std(vals)
-            out.append(
-                {
-                    **self.fields.get(cond, {}),
-                    "condition": cond,
-                    "metric": metric,
-                    "n": len(vals),
-                    "mean": m,
-                    "std": s,
-                    "min": min(vals),
-                    "max": max(vals),
-                }
-            )
+            described = dict(condition=cond, metric=metric, n=len(vals), mean=m, std=s, min=min(vals), max=max(vals))
+            out.append({**self.fields.get(cond, {}), **described})
         return out
 
     def compare(

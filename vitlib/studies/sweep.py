@@ -147,7 +147,9 @@ def choose_rates(
     best rate lies at the edge of what it tried gets one more rate beyond it (`next_rate`), at most `widen` times.
     Rows go to `exp` (keep it apart from the experiment that judges the claim) as conditions `condition(name, lr)`.
 
-    Returns {name: {'best', 'lrs', 'widened', 'bracketed'}} as `bracketed_sweep` does -- print it beside the verdict."""
+    Returns {name: {'best', 'lrs', 'widened', 'bracketed'}} as `bracketed_sweep` does -- print it beside the verdict --
+    and 'runs': {seed: metrics} of the arm's runs at the chosen rate, for `Experiment.run(known=)`: the verdict's
+    runs of these seeds would be the same runs again (same fn, rate and seed), so they are not trained twice."""
     pending = {name: sorted(set(lrs)) for name in arms}
     if any(len(v) < 2 for v in pending.values()):
         raise ValueError(f"choose_rates needs at least two learning rates to bracket a choice, got {sorted(set(lrs))}.")
@@ -167,7 +169,11 @@ def choose_rates(
     out = {}
     for name in arms:
         tried, best = rates(exp, name), best_lr(exp, name, metric)
+        runs = {r["seed"]: r for r in exp.rows if r["condition"] == condition(name, best)}
         out[name] = {"best": best, "lrs": tried, "widened": added[name], "bracketed": tried[0] < best < tried[-1]}
+        out[name]["runs"] = {
+            seed: {k: v for k, v in r.items() if k not in ("condition", "seed", "group")} for seed, r in runs.items()
+        }
     return out
 
 
