@@ -124,3 +124,21 @@ def test_experiment_compare_under_the_t_rule_and_the_report_adjusts_by_holm(tmp_
     assert f"[{welch['low']:+.3f}, {welch['high']:+.3f}]" in table and "claims_forest.svg" in table
     assert (tmp_path / "claims_forest.svg").read_text().lstrip().startswith("<?xml")
     assert json.loads((tmp_path / "claims.json").read_text())["rule"].startswith("reproduced: the 95% interval")
+
+
+def test_a_demonstration_is_reported_apart_from_the_verdicts_and_from_holm(tmp_path):
+    from vitlib.studies.claims import CLAIMS, report
+    from vitlib.studies.experiments import Experiment
+
+    assert CLAIMS["q2"]["demonstration"] and not CLAIMS["q1"].get("demonstration")
+    exp = Experiment("shuffle", tmp_path / "reference" / "16_inductive_biases")
+    exp.run("vit", lambda s: {"test_acc": A[s]}, seeds=range(5))
+    exp.run("vit shuffled", lambda s: {"test_acc": A[s] + 0.001}, seeds=range(5))
+    exp.run("cnn", lambda s: {"test_acc": B[s]}, seeds=range(5))
+    exp.claim("q2", exp.compare("vit", "vit shuffled", expect="equal", margin=0.05))
+    exp.claim("q1", exp.compare("vit", "cnn"))
+    found = {c["id"]: c["reference"] for c in report(tmp_path)["claims"] if c["reference"]}
+    assert found["q2"]["verdict"] == "demonstration" and found["q2"]["measured"] == "reproduced"
+    assert "p_holm" not in found["q2"]["ours"] and found["q1"]["ours"]["p_holm"] == found["q1"]["ours"]["p"]
+    table = (tmp_path / "CLAIMS.md").read_text()
+    assert "**demonstration (measured: reproduced)**" in table and CLAIMS["q2"]["demonstration"] in table
