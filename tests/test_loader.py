@@ -7,7 +7,15 @@ import pytest
 import torch
 from PIL import Image
 
-from vitlib.data import FolderLoader, TensorLoader, TensorSplit, check_augment, get_dataset, random_crop_flip
+from vitlib.data import (
+    FolderLoader,
+    TensorLoader,
+    TensorSplit,
+    check_augment,
+    get_dataset,
+    random_crop_flip,
+    random_resized_crop_flip,
+)
 
 MEAN, STD = (0.5,), (0.25,)
 
@@ -101,7 +109,7 @@ def test_crop_flip_is_a_translation_and_flip_of_each_image():
         assert any(torch.allclose(a, c, atol=1e-3) for c in crops_and_flips(b, pad=3))
 
 
-@pytest.mark.parametrize("augment", ["crop-flip", "randaugment"])
+@pytest.mark.parametrize("augment", ["crop-flip", "rrc-flip", "randaugment"])
 def test_augmentation_is_reproducible_per_seed_epoch_and_step(augment):
     split = get_dataset("fashion-mnist-mini", subset=64).train
     make = lambda seed: TensorLoader(split, 32, (0.3,), (0.35,), shuffle=True, augment=augment, seed=seed)
@@ -126,6 +134,25 @@ def test_random_crop_flip_on_a_batch_of_one_keeps_the_content():
     assert all(any(torch.equal(o, c) for c in crops_and_flips(image, 1)) for o in out)
 
 
+def test_random_resized_crop_flip_is_the_identity_or_a_flip_at_full_scale_and_zooms_in_otherwise():
+    images = torch.rand(16, 1, 8, 8)
+    g = torch.Generator().manual_seed(0)
+    whole = random_resized_crop_flip(images, g, scale=(1.0, 1.0), ratio=(1.0, 1.0))
+    assert all(
+        torch.allclose(o, x, atol=1e-5) or torch.allclose(o, x.flip(-1), atol=1e-5) for o, x in zip(whole, images)
+    )
+    assert 2 <= sum(torch.allclose(o, x, atol=1e-5) for o, x in zip(whole, images)) <= 14  # both appear
+    # a box of a quarter of the area: a linear ramp along the columns comes out with a smaller range of values
+    ramp = torch.linspace(0, 1, 8).expand(16, 1, 8, 8).contiguous()
+    zoomed = random_resized_crop_flip(ramp, torch.Generator().manual_seed(1), scale=(0.25, 0.25), ratio=(1.0, 1.0))
+    spans = zoomed.amax(dim=(1, 2, 3)) - zoomed.amin(dim=(1, 2, 3))
+    assert torch.all(spans < 0.6) and torch.all(zoomed >= 0) and torch.all(zoomed <= 1)
+    # the rows of a shard are the rows of the whole batch
+    full = random_resized_crop_flip(images, torch.Generator().manual_seed(2))
+    part = random_resized_crop_flip(images[4:8], torch.Generator().manual_seed(2), offset=4, total=16)
+    assert torch.allclose(part, full[4:8])
+
+
 def test_unknown_augmentation_is_refused():
     with pytest.raises(ValueError, match="crop-flip"):
         check_augment("bar")
@@ -134,7 +161,7 @@ def test_unknown_augmentation_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------------- sharding
-@pytest.mark.parametrize("augment", ["none", "crop-flip", "randaugment"])
+@pytest.mark.parametrize("augment", ["none", "crop-flip", "rrc-flip", "randaugment"])
 def test_ranks_share_out_the_global_batch(augment):
     split = get_dataset("fashion-mnist-mini", subset=96).train
     kw = dict(batch_size=32, mean=(0.3,), std=(0.35,), shuffle=True, augment=augment, seed=4, drop_last=True)

@@ -1,7 +1,15 @@
 """Data: sources by name (the bundled Fashion-MNIST subset offline, torchvision's sets, folders of images, procedural
 tasks), splits and stratified subsets, loaders and augmentation."""
 
-from .augment import AUGMENTATIONS, batch_seed, check_augment, folder_transforms, make_mixer, random_crop_flip
+from .augment import (
+    AUGMENTATIONS,
+    batch_seed,
+    check_augment,
+    folder_transforms,
+    make_mixer,
+    random_crop_flip,
+    random_resized_crop_flip,
+)
 from .files import (
     FASHION_MNIST_CLASSES,
     DataError,
@@ -36,6 +44,7 @@ __all__ = [
     "folder_transforms",
     "make_mixer",
     "random_crop_flip",
+    "random_resized_crop_flip",
     "FASHION_MNIST_CLASSES",
     "DataError",
     "bundled_dir",

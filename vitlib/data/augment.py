@@ -1,6 +1,7 @@
-"""Augmentation: the presets a run can ask for ('none', 'crop-flip', 'randaugment'), a vectorised random crop and
-flip that runs where the batch is, transforms v2 for image files, and mixup / cutmix; every random draw seeded by
-(run seed, epoch, step), so a resumed run augments exactly as an uninterrupted one."""
+"""Augmentation: the presets a run can ask for ('none', 'crop-flip', 'rrc-flip', 'randaugment'), a vectorised random
+crop and flip and a vectorised random-resized crop and flip that run where the batch is, transforms v2 for image
+files, and mixup / cutmix; every random draw seeded by (run seed, epoch, step), so a resumed run augments exactly as
+an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import torch
 import torch.nn.functional as F
 import torchvision.transforms.v2 as T
 
-AUGMENTATIONS = ("none", "crop-flip", "randaugment")
+AUGMENTATIONS = ("none", "crop-flip", "rrc-flip", "randaugment")
+RRC_SCALE, RRC_RATIO = (0.25, 1.0), (3 / 4, 4 / 3)  # in-memory random-resized crops: share of the area, aspect ratio
 RANDAUGMENT_GROUPS = 16  # on a GPU, RandAugment draws one op per group of images, not per image (see TensorLoader)
 
 
@@ -45,6 +47,32 @@ def random_crop_flip(
     cols = torch.where(flip, w - 1 - cols, cols) + dx  # (B, W)
     idx = torch.arange(b, device=images.device)[:, None, None]
     return padded.permute(0, 2, 3, 1)[idx, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+def random_resized_crop_flip(
+    images: torch.Tensor,
+    generator: torch.Generator,
+    scale: tuple[float, float] = RRC_SCALE,
+    ratio: tuple[float, float] = RRC_RATIO,
+    offset: int = 0,
+    total: int | None = None,
+) -> torch.Tensor:
+    """Per-image random-resized crop (a box of `scale` of the area at an aspect ratio in `ratio`, anywhere in the
+    image, resized back to the full size: bilinear) and horizontal flip, vectorised; float images. The augmentation
+    of Inception and of Touvron et al. 2019 ('Fixing the train-test resolution discrepancy'): objects seen larger in
+    training than at test. Draws for `total` images, rows offset.. used, as `random_crop_flip`."""
+    b, where = images.shape[0], generator.device
+    total, mine = total or b, slice(offset, offset + b)
+    u = torch.rand(total, 5, generator=generator, device=where)[mine].to(images.device)
+    area = scale[0] + (scale[1] - scale[0]) * u[:, 0]
+    log_r = torch.log(torch.tensor(ratio[0])) + (torch.log(torch.tensor(ratio[1] / ratio[0]))) * u[:, 1]
+    w, h = (area * log_r.exp()).sqrt().clamp(max=1.0), (area / log_r.exp()).sqrt().clamp(max=1.0)  # of the side
+    cx, cy = (2 * u[:, 2] - 1) * (1 - w), (2 * u[:, 3] - 1) * (1 - h)  # box centre in [-1, 1], the box inside
+    flip = torch.where(u[:, 4] < 0.5, -1.0, 1.0)
+    theta = torch.zeros(b, 2, 3, device=images.device)
+    theta[:, 0, 0], theta[:, 0, 2], theta[:, 1, 1], theta[:, 1, 2] = w * flip, cx, h, cy
+    grid = F.affine_grid(theta, list(images.shape), align_corners=False)
+    return F.grid_sample(images.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
 def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> T.Compose:

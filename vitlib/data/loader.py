@@ -12,7 +12,14 @@ import math
 import torch
 import torchvision.transforms.v2 as T
 
-from .augment import RANDAUGMENT_GROUPS, batch_seed, check_augment, folder_transforms, random_crop_flip
+from .augment import (
+    RANDAUGMENT_GROUPS,
+    batch_seed,
+    check_augment,
+    folder_transforms,
+    random_crop_flip,
+    random_resized_crop_flip,
+)
 from .splits import TensorSplit
 
 
@@ -103,7 +110,10 @@ class TensorLoader(ShardedBatches):
                 images = torch.stack(augmented)
             if self.device.type == "cuda":
                 g = torch.Generator(device=self.device).manual_seed(batch_seed(self.seed, epoch, step))
-            images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8), offset=offset, total=total)
+            if self.augment == "rrc-flip":
+                images = random_resized_crop_flip(images, g, offset=offset, total=total)
+            else:
+                images = random_crop_flip(images, g, pad=max(1, images.shape[-1] // 8), offset=offset, total=total)
         return (images.float() - self.mean) / self.std, labels
 
     def epoch(self, epoch: int = 0, start: int = 0):
