@@ -142,3 +142,15 @@ def test_a_demonstration_is_reported_apart_from_the_verdicts_and_from_holm(tmp_p
     assert "p_holm" not in found["q2"]["ours"] and found["q1"]["ours"]["p_holm"] == found["q1"]["ours"]["p"]
     table = (tmp_path / "CLAIMS.md").read_text()
     assert "**demonstration (measured: reproduced)**" in table and CLAIMS["q2"]["demonstration"] in table
+
+
+def test_by_seeds_judges_the_first_k_seeds_and_the_interval_narrows_with_them():
+    from vitlib.studies.stats import by_seeds
+
+    a = [0.80, 0.82, 0.79, 0.81, 0.80, 0.82, 0.81, 0.80]
+    b = [0.78, 0.79, 0.78, 0.80, 0.77, 0.79, 0.78, 0.79]
+    moved = by_seeds(a, b)
+    assert list(moved) == list(range(2, 9))
+    assert moved[3] == t_verdict(a[:3], b[:3]) and moved[8]["verdict"] == "reproduced"
+    assert moved[8]["high"] - moved[8]["low"] < moved[3]["high"] - moved[3]["low"]
+    assert by_seeds(a[:4], b, paired=True)[4]["test"] == "paired t" and list(by_seeds(a[:4], b)) == [2, 3, 4]

@@ -137,6 +137,13 @@ def t_verdict(a: Iterable[float], b: Iterable[float], expect: str = "greater", p
     return out
 
 
+def by_seeds(a: Sequence[float], b: Sequence[float], expect: str = "greater", paired: bool = False) -> dict[int, dict]:
+    """{k: `t_verdict` of the first k seeds of a against the first k of b} for k = 2 .. the seeds both have: how a
+    verdict moves as an experiment adds seeds (its interval narrows roughly as 1/sqrt(k), its t quantile shrinks)."""
+    a, b = list(a), list(b)
+    return {k: t_verdict(a[:k], b[:k], expect, paired) for k in range(2, min(len(a), len(b)) + 1)}
+
+
 def contrast(a: dict, b: dict, n: int, compared: str, expect: str = "greater") -> dict:
     """A claim about two independent effects, each a `t_interval` (or `compare`) dict with diff, se and df, e.g.
     'the gap shrinks' as (gap at the smallest size) - (gap at the largest): the difference of the effects, its
