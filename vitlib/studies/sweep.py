@@ -102,6 +102,31 @@ def next_rate(exp: Experiment, group: str, metric: str = "val_acc") -> float | N
     return None
 
 
+def _widen(
+    exp: Experiment, run_round: Callable[[dict], None], todo: dict[str, list[float]], widen: int, metric: str
+) -> dict[str, list[float]]:
+    """Run `todo` ({group: rates}) by run_round, then for every group whose best rate lies at the edge of its grid one
+    rate beyond it (`next_rate`), at most `widen` times; each round in one `exp.batch`. Returns {group: rates added}."""
+    added: dict[str, list[float]] = {name: [] for name in todo}
+    for round_ in range(widen + 1):
+        with exp.batch():
+            run_round(todo)
+        if round_ == widen:
+            break
+        todo = {name: [lr] for name in added if (lr := next_rate(exp, name, metric)) is not None}
+        for name, (lr,) in todo.items():
+            added[name].append(lr)
+        if not todo:
+            break
+    return added
+
+
+def _chosen(exp: Experiment, group: str, widened: list[float], metric: str) -> dict:
+    """{'best', 'lrs', 'widened', 'bracketed'} of a widened sweep of `group` (see `bracketed_sweep`)."""
+    tried, best = rates(exp, group), best_lr(exp, group, metric)
+    return {"best": best, "lrs": tried, "widened": widened, "bracketed": tried[0] < best < tried[-1]}
+
+
 def bracketed_sweep(
     exp: Experiment,
     group: str,
@@ -118,19 +143,8 @@ def bracketed_sweep(
 
     Returns {'best': the chosen rate, 'lrs': every rate tried, 'widened': the rates added, 'bracketed': whether a
     lower and a higher rate did worse than the best} -- print it beside the verdict."""
-    added = []
-    with exp.batch():
-        sweep(exp, group, cfg, lrs, seeds, **options)
-    for _ in range(widen):
-        lr = next_rate(exp, group, metric)
-        if lr is None:
-            break
-        with exp.batch():
-            sweep(exp, group, cfg, [lr], seeds, **options)
-        added.append(lr)
-    tried = rates(exp, group)
-    best = best_lr(exp, group, metric)
-    return {"best": best, "lrs": tried, "widened": added, "bracketed": tried[0] < best < tried[-1]}
+    added = _widen(exp, lambda todo: sweep(exp, group, cfg, todo[group], seeds, **options), {group: lrs}, widen, metric)
+    return _chosen(exp, group, added[group], metric)
 
 
 def choose_rates(
@@ -153,24 +167,17 @@ def choose_rates(
     pending = {name: sorted(set(lrs)) for name in arms}
     if any(len(v) < 2 for v in pending.values()):
         raise ValueError(f"choose_rates needs at least two learning rates to bracket a choice, got {sorted(set(lrs))}.")
-    added: dict[str, list[float]] = {name: [] for name in arms}
-    for round_ in range(widen + 1):
-        with exp.batch():
-            for name, todo in pending.items():
-                for lr in todo:
-                    exp.run(condition(name, lr), arms[name](lr), seeds, group=name, lr=lr)
-        if round_ == widen:
-            break
-        pending = {name: [lr] for name in arms if (lr := next_rate(exp, name, metric)) is not None}
-        for name, (lr,) in pending.items():
-            added[name].append(lr)
-        if not pending:
-            break
+
+    def run_round(todo: dict[str, list[float]]) -> None:
+        for name, group_lrs in todo.items():
+            for lr in group_lrs:
+                exp.run(condition(name, lr), arms[name](lr), seeds, group=name, lr=lr)
+
+    added = _widen(exp, run_round, pending, widen, metric)
     out = {}
     for name in arms:
-        tried, best = rates(exp, name), best_lr(exp, name, metric)
-        runs = {r["seed"]: r for r in exp.rows if r["condition"] == condition(name, best)}
-        out[name] = {"best": best, "lrs": tried, "widened": added[name], "bracketed": tried[0] < best < tried[-1]}
+        out[name] = _chosen(exp, name, added[name], metric)
+        runs = {r["seed"]: r for r in exp.rows if r["condition"] == condition(name, out[name]["best"])}
         out[name]["runs"] = {
             seed: {k: v for k, v in r.items() if k not in ("condition", "seed", "group")} for seed, r in runs.items()
         }
