@@ -177,9 +177,10 @@ def choose_rates(
     out = {}
     for name in arms:
         out[name] = _chosen(exp, name, added[name], metric)
-        runs = {r["seed"]: r for r in exp.rows if r["condition"] == condition(name, out[name]["best"])}
         out[name]["runs"] = {
-            seed: {k: v for k, v in r.items() if k not in ("condition", "seed", "group")} for seed, r in runs.items()
+            r["seed"]: {k: v for k, v in r.items() if k not in ("condition", "seed", "group")}
+            for r in exp.rows
+            if r["condition"] == condition(name, out[name]["best"])
         }
     return out
 
