@@ -3,6 +3,7 @@ distance of every head, and attention rollout.
 
     weights = model.attention_maps(images)                # every layer's softmax(q k^T / sqrt(D_h)), (B, h, L, L)
     dist = mean_attention_distance(weights, model)        # Fig. 7 (right): (layers, heads), in pixels
+    local_head_ratio(dist, model)                         # layer 1's most local head / uniform attention (App. D.7)
     maps = rollout_maps(weights, model)                   # Fig. 6: (B, gh, gw) attention of [class] on the patches
     rows = class_attention(weights[-1], grid=(gh, gw))    # [class]'s row of the last layer: (B, h, gh, gw)
     depth_trend(dist)                                     # Fig. 7 (right) as one number
@@ -78,6 +79,21 @@ def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, mode
         a = a / a.sum(dim=-1, keepdim=True).clamp_min(1e-12)
         out.append((a * dist.to(a.device)).sum(-1).mean(dim=(0, 2)))  # (heads,)
     return torch.stack(out).float().cpu()
+
+
+def uniform_attention_distance(model_or_grid) -> float:
+    """The mean attention distance (pixels) of a head that attends to every patch equally: the mean distance between
+    the token centres of the model's grid (token-grid distance x the token's stride in pixels, for a hybrid its CNN's
+    total stride). The yardstick that puts models with different grids on one scale."""
+    grid, p, _ = _grid_of(model_or_grid)
+    return patch_distances(grid, p).mean().item()
+
+
+def local_head_ratio(distances: torch.Tensor, model_or_grid, layer: int = 0) -> float:
+    """App. D.7 in one number: the most local head of `layer` (0: the first), its mean attention distance (a row of
+    `mean_attention_distance`) divided by `uniform_attention_distance` on the model's grid: near 0 a head that
+    attends to its own token, 1 a head that attends everywhere alike (Fig. 7 right: far below 1 in ViT-L/16's layer 1)."""
+    return torch.as_tensor(distances)[layer].min().item() / uniform_attention_distance(model_or_grid)
 
 
 def plot_attention_distance(

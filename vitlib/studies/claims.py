@@ -93,6 +93,12 @@ CLAIMS = {
     ),
     "g1": dict(claim="hybrids beat the pure ViT at small compute", paper="§4.4, Fig. 5", notebook="12_hybrid"),
     "g2": dict(claim="the hybrid's advantage shrinks as compute grows", paper="§4.4, Fig. 5", notebook="12_hybrid"),
+    "g3": dict(
+        claim="the highly local attention of the pure ViT's lowest layer is less pronounced in the hybrid (tested as: "
+        "layer 1's most local head over the uniform-attention distance, hybrid minus ViT)",
+        paper="§4.5, Fig. 7 (right), App. D.7",
+        notebook="12_hybrid",
+    ),
     "h1": dict(
         claim="masked patch prediction pre-training beats training from scratch",
         paper="§4.6 (ViT-B/16 79.9% on ImageNet, +2% over scratch)",
