@@ -136,6 +136,11 @@ CLAIMS = {
         paper="§4.1-4.2, Table 2 (transfer after pre-training)",
         notebook="15_pretraining",
     ),
+    "o1": dict(
+        claim="Adam pre-trains ResNets better than SGD with momentum (read by transfer to another task)",
+        paper="App. D.1, Table 7 (ResNet-50/152 on JFT: Adam slightly ahead on average)",
+        notebook="15_pretraining",
+    ),
     "q1": dict(
         claim="ViT has little image-specific inductive bias: a fixed shuffle of the patches costs a CNN more "
         "accuracy than it costs ViT",
