@@ -5,7 +5,7 @@ import math
 import pytest
 from scipy import stats as st
 
-from vitlib.studies.stats import holm, t_interval, t_verdict, tost
+from vitlib.studies.stats import holm, t_interval, t_verdict, t_verdict_against, tost
 
 A = [0.812, 0.825, 0.801, 0.830, 0.819]
 B = [0.790, 0.805, 0.799, 0.781, 0.802]
@@ -93,6 +93,35 @@ def test_clear_errors_for_too_few_seeds_unpaired_lengths_and_nan():
         t_interval([0.8, float("nan")], B)
     with pytest.raises(ValueError, match="expect"):
         t_verdict(A, B, expect="equal")
+
+
+def test_one_sample_against_a_constant_matches_scipy():
+    out = t_verdict_against(A, 0.81)
+    ref = st.ttest_1samp(A, 0.81)
+    ci = ref.confidence_interval(0.95)
+    assert out["diff"] == pytest.approx(sum(A) / len(A) - 0.81, rel=1e-9)
+    assert out["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert (out["low"] + 0.81, out["high"] + 0.81) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert (out["df"], out["n"], out["test"], out["expect"]) == (len(A) - 1, len(A), "one-sample t", "greater")
+    assert out["low"] < 0 < out["high"] and out["verdict"] == "inconclusive"
+
+
+def test_one_sample_verdicts_and_errors():
+    assert t_verdict_against(A, 0.80)["verdict"] == "reproduced"
+    assert t_verdict_against(A, 0.80, expect="less")["verdict"] == "contradicted"
+    assert t_verdict_against(A, 0.84, expect="less")["verdict"] == "reproduced"
+    assert t_verdict_against(A, 0.84)["verdict"] == "contradicted"
+    # the same numbers as the paired t against a constant arm, which the notebooks built by hand before
+    paired = t_verdict(A, [0.80] * len(A), paired=True)
+    assert {k: t_verdict_against(A, 0.80)[k] for k in ("diff", "se", "low", "high", "p")} == {
+        k: paired[k] for k in ("diff", "se", "low", "high", "p")
+    }
+    with pytest.raises(ValueError, match="at least 2"):
+        t_verdict_against([0.8], 0.7)
+    with pytest.raises(ValueError, match="finite"):
+        t_verdict_against([0.8, float("nan")], 0.7)
+    with pytest.raises(ValueError, match="expect"):
+        t_verdict_against(A, 0.8, expect="equal")
 
 
 def test_identical_seeds_give_a_point_interval():

@@ -1,8 +1,9 @@
 """The statistics of the course's experiments: mean ± standard deviation over seeds, the difference of two
 conditions with its standard error, and the verdict on a claim of the paper: one rule for the whole course.
 
-    reproduced     the 95% interval of the effect (Welch's t, or the paired t where the arms share seeds) lies
-                   wholly on the paper's side of zero (equality: the 90% interval lies inside the margin, TOST)
+    reproduced     the 95% interval of the effect (Welch's t, the paired t where the arms share seeds, or the
+                   one-sample t against a constant) lies wholly on the paper's side of zero (equality: the 90%
+                   interval lies inside the margin, TOST)
     contradicted   the interval lies wholly on the other side (equality: wholly outside the margin)
     inconclusive   neither: the data cannot tell, at this scale and with these seeds
 
@@ -135,6 +136,21 @@ def t_verdict(a: Iterable[float], b: Iterable[float], expect: str = "greater", p
     out = t_interval(a, b, paired)
     out["verdict"], out["expect"] = _direction_verdict(out, expect), expect
     return out
+
+
+def t_verdict_against(values: Iterable[float], value: float, expect: str = "greater", level: float = 0.95) -> dict:
+    """`t_verdict` of seeds against a constant (a threshold, or a baseline with no seeds): the one-sample t of
+    mean(values) - value, its `level` interval, p, the verdict by the same rule, `expect` and n (the seeds)."""
+    _check_direction(expect)
+    values = [float(v) for v in values]
+    if len(values) < 2 or any(math.isnan(v) or math.isinf(v) for v in values + [float(value)]):
+        raise ValueError(
+            f"a one-sample t needs at least 2 finite values (seeds) and a finite constant, got {values} and {value}."
+        )
+    d = [v - value for v in values]
+    diff, se, df = statistics.fmean(d), statistics.stdev(d) / math.sqrt(len(d)), len(d) - 1
+    out = {"diff": diff, "se": se, "df": df, **_interval(diff, se, df, level), "test": "one-sample t"}
+    return {**out, "verdict": _direction_verdict(out, expect), "expect": expect, "n": len(d)}
 
 
 def by_seeds(a: Sequence[float], b: Sequence[float], expect: str = "greater", paired: bool = False) -> dict[int, dict]:
