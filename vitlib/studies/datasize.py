@@ -26,6 +26,7 @@ from torch import nn
 from ..data import Dataset, TensorSplit, fraction_of
 from ..model import count_parameters
 from ..train import TrainConfig, resolve_device, train
+from .experiments import stop_reason
 from .probe import few_shot_probe
 from .stats import t_interval
 from .sweep import choose_rates
@@ -88,7 +89,7 @@ def train_to_plateau(cfg: TrainConfig, model: nn.Module, data: Dataset, *, evalu
         steps * batch / len(data.train),
         len(data.train),
         time.perf_counter() - started,
-        stopped="plateau" if result.stopped.startswith("early stopping") else "budget",
+        stopped=stop_reason(result),
         best_step=best["step"],
         final_train_acc=last.get("train_acc", float("nan")),
         final_val_acc=evaluated[-1]["val_acc"] if evaluated else float("nan"),

@@ -35,6 +35,11 @@ def new_run_folder(root: str | Path, name: str) -> Path:
     return path
 
 
+def stop_reason(result) -> str:
+    """Why a `vitlib.train.train` run ended: 'plateau' (its early-stopping rule ended it) or 'budget' (it ran out)."""
+    return "plateau" if result.stopped.startswith("early stopping") else "budget"
+
+
 def train_metrics(result, cfg=None) -> dict:
     """The numbers of a finished `vitlib.train.train` run that an experiment keeps; given the run's `cfg` with a
     stopping rule (patience), also why it stopped: 'plateau' (the rule ended it) or 'budget' (every epoch ran)."""
@@ -52,7 +57,7 @@ def train_metrics(result, cfg=None) -> dict:
     if result.test:
         out["test_acc"], out["test_loss"] = result.test["acc"], result.test["loss"]
     if cfg is not None and cfg.patience:
-        out["stopped"] = "plateau" if result.stopped.startswith("early stopping") else "budget"
+        out["stopped"] = stop_reason(result)
     return out
 
 
