@@ -92,7 +92,8 @@ def uniform_attention_distance(model_or_grid) -> float:
 def local_head_ratio(distances: torch.Tensor, model_or_grid, layer: int = 0) -> float:
     """App. D.7 in one number: the most local head of `layer` (0: the first), its mean attention distance (a row of
     `mean_attention_distance`) divided by `uniform_attention_distance` on the model's grid: near 0 a head that
-    attends to its own token, 1 a head that attends everywhere alike (Fig. 7 right: far below 1 in ViT-L/16's layer 1)."""
+    attends to its own token, 1 a head that attends everywhere alike (Fig. 7 right: far below 1 in ViT-L/16's
+    layer 1)."""
     return torch.as_tensor(distances)[layer].min().item() / uniform_attention_distance(model_or_grid)
 
 
