@@ -99,6 +99,11 @@ CLAIMS = {
         paper="§4.5, Fig. 7 (right), App. D.7",
         notebook="12_hybrid",
     ),
+    "g4": dict(
+        claim="at equal training compute ViT beats a ResNet of its size",
+        paper="§4.4, Fig. 5 (ViT needs about 2-4x less pre-training compute than ResNets for the same accuracy)",
+        notebook="12_hybrid",
+    ),
     "h1": dict(
         claim="masked patch prediction pre-training beats training from scratch",
         paper="§4.6 (ViT-B/16 79.9% on ImageNet, +2% over scratch)",
