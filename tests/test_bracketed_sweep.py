@@ -69,3 +69,26 @@ def test_choose_rates_gives_every_arm_its_own_bracketed_rate():
     assert not limited["slow"]["bracketed"] and limited["slow"]["best"] == pytest.approx(1e-2 / 3)
     with pytest.raises(ValueError, match="at least two learning rates"):
         choose_rates(Experiment("r"), {"slow": arm("slow")}, [1e-2])
+
+
+def test_choose_rates_takes_a_grid_per_arm_and_runs_them_in_one_batch():
+    from vitlib.studies.sweep import choose_rates
+
+    peaks = {"adam": -3.0, "sgd": -1.5}  # two optimisers: their best rates lie 30x apart
+
+    def arm(name):
+        return lambda lr: lambda seed: {"val_acc": 1 - (math.log10(lr) - peaks[name]) ** 2}
+
+    grids = {"adam": [3e-4, 1e-3, 3e-3], "sgd": [0.01, 0.03, 0.1]}
+    exp = Experiment("grids", jobs=1)
+    batches = []
+    original = exp.batch
+    exp.batch = lambda: (batches.append(1), original())[1]  # count the rounds: one batch for both arms
+    chosen = choose_rates(exp, {n: arm(n) for n in grids}, grids, widen=0)
+    assert chosen["adam"]["lrs"] == pytest.approx(grids["adam"]) and chosen["sgd"]["lrs"] == pytest.approx(grids["sgd"])
+    assert chosen["adam"]["best"] == pytest.approx(1e-3) and chosen["sgd"]["best"] == pytest.approx(0.03)
+    assert len(batches) == 1 and len(exp.rows) == 6
+    with pytest.raises(ValueError, match="a grid for every arm"):
+        choose_rates(Experiment("r"), {n: arm(n) for n in grids}, {"adam": grids["adam"]})
+    with pytest.raises(ValueError, match="at least two learning rates.*'sgd'"):
+        choose_rates(Experiment("r"), {n: arm(n) for n in grids}, {"adam": grids["adam"], "sgd": [0.1]})

@@ -150,13 +150,14 @@ def bracketed_sweep(
 def choose_rates(
     exp: Experiment,
     arms: dict[str, Callable[[float], Callable[[int], dict]]],
-    lrs: Iterable[float],
+    lrs: Iterable[float] | dict[str, Iterable[float]],
     seeds: Sequence[int] = (0,),
     widen: int = 2,
     metric: str = "val_acc",
 ) -> dict[str, dict]:
     """Each arm's own peak learning rate, chosen on `metric` (validation) before the arms are compared: arms[name](lr)
-    is the fn(seed) -> metrics of one run of that arm at rate lr. Every arm runs at every rate of `lrs` over `seeds`
+    is the fn(seed) -> metrics of one run of that arm at rate lr. Every arm runs at every rate of `lrs` (one grid for
+    all arms, or {name: grid} for arms whose rates live on different scales, such as two optimisers) over `seeds`
     (by default one seed: the choice, not the verdict), the runs of all arms side by side (`exp.batch`); an arm whose
     best rate lies at the edge of what it tried gets one more rate beyond it (`next_rate`), at most `widen` times.
     Rows go to `exp` (keep it apart from the experiment that judges the claim) as conditions `condition(name, lr)`.
@@ -164,9 +165,21 @@ def choose_rates(
     Returns {name: {'best', 'lrs', 'widened', 'bracketed'}} as `bracketed_sweep` does -- print it beside the verdict --
     and 'runs': {seed: metrics} of the arm's runs at the chosen rate, for `Experiment.run(known=)`: the verdict's
     runs of these seeds would be the same runs again (same fn, rate and seed), so they are not trained twice."""
-    pending = {name: sorted(set(lrs)) for name in arms}
-    if any(len(v) < 2 for v in pending.values()):
-        raise ValueError(f"choose_rates needs at least two learning rates to bracket a choice, got {sorted(set(lrs))}.")
+    if isinstance(lrs, dict):
+        if set(lrs) != set(arms):
+            raise ValueError(
+                f"choose_rates: give a grid for every arm and no other, got grids for {sorted(lrs)} and "
+                f"arms {sorted(arms)}."
+            )
+        pending = {name: sorted({float(lr) for lr in lrs[name]}) for name in arms}
+    else:
+        grid = sorted({float(lr) for lr in lrs})
+        pending = dict.fromkeys(arms, grid)
+    for name, grid in pending.items():
+        if len(grid) < 2:
+            raise ValueError(
+                f"choose_rates needs at least two learning rates to bracket a choice, got {grid} for {name!r}."
+            )
 
     def run_round(todo: dict[str, list[float]]) -> None:
         for name, group_lrs in todo.items():
