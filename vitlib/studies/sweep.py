@@ -165,16 +165,13 @@ def choose_rates(
     Returns {name: {'best', 'lrs', 'widened', 'bracketed'}} as `bracketed_sweep` does -- print it beside the verdict --
     and 'runs': {seed: metrics} of the arm's runs at the chosen rate, for `Experiment.run(known=)`: the verdict's
     runs of these seeds would be the same runs again (same fn, rate and seed), so they are not trained twice."""
-    if isinstance(lrs, dict):
-        if set(lrs) != set(arms):
-            raise ValueError(
-                f"choose_rates: give a grid for every arm and no other, got grids for {sorted(lrs)} and "
-                f"arms {sorted(arms)}."
-            )
-        pending = {name: sorted({float(lr) for lr in lrs[name]}) for name in arms}
-    else:
-        grid = sorted({float(lr) for lr in lrs})
-        pending = dict.fromkeys(arms, grid)
+    grids = lrs if isinstance(lrs, dict) else dict.fromkeys(arms, list(lrs))
+    if set(grids) != set(arms):
+        raise ValueError(
+            f"choose_rates: give a grid for every arm and no other, got grids for {sorted(grids)} and "
+            f"arms {sorted(arms)}."
+        )
+    pending = {name: sorted({float(lr) for lr in grids[name]}) for name in arms}
     for name, grid in pending.items():
         if len(grid) < 2:
             raise ValueError(
