@@ -94,8 +94,8 @@ def model_flops(model: nn.Module | ViTConfig | str, **overrides) -> dict[str, in
 
 
 def stem_flops(backbone: nn.Module, image_size, in_channels: int) -> int:
-    """FLOPs of a hybrid's CNN stem on one image, measured with FlopCounterMode (convolutions and matrix
-    multiplications, 2 per multiply-add; batch norm and ReLU left out)."""
+    """FLOPs of a CNN on one image -- a hybrid's stem, or a whole CNN baseline such as a small ResNet -- measured with
+    FlopCounterMode (convolutions and matrix multiplications, 2 per multiply-add; batch norm and ReLU left out)."""
     h, w = pair(image_size, "image_size")
     was_training = backbone.training
     x = torch.zeros(1, in_channels, h, w, device=next(backbone.parameters()).device)
