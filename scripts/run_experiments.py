@@ -1,4 +1,4 @@
-"""Run the experiment notebooks (07-18: those that judge a claim of vitlib.studies.claims) at one scale and write
+"""Run the experiment notebooks (07-18: those that judge a claim of vitlib.studies.paper_claims) at one scale and write
 what they found under results/, then the claims report.
 
     python scripts/run_experiments.py --scale reference            # every experiment notebook, 2-21 min each on 2 cores

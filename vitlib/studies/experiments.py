@@ -19,7 +19,7 @@ from .._version import __version__
 from ..model import count_parameters
 from ..train import train
 from ..utils import write_csv, write_json
-from .claims import CLAIMS
+from .paper_claims import CLAIMS
 from .parallel import check_jobs, run_tasks
 from .stats import TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
@@ -200,7 +200,7 @@ class Experiment:
 
     def claim(self, claim_id: str, comparison: dict, why: str = "") -> dict:
         """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
-        vitlib.studies.claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
+        vitlib.studies.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
         return it: diff, se, low, high, p, verdict, n and compared). Saved with the results."""
         missing = [k for k in ("diff", "se", "low", "high", "p", "verdict", "n", "compared") if k not in comparison]
         if missing:
