@@ -127,6 +127,30 @@ def test_a_convolution_is_local_and_translation_equivariant_a_linear_layer_is_ne
     assert (shift(x, 2, -1, circular=False)[..., :2, :] == 0).all()
 
 
+def test_trainer_makes_the_run_experiment_train_makes():
+    # the notebook's runs (each model at its own rate, chosen by sweep.choose_rates) come from ib.trainer: a run of it
+    # must be the run Experiment.train makes of the same model, input, rate and seed, number for number
+    from vitlib.train import TrainConfig
+
+    data = tiny_data(n=24, size=8)
+    sizes = dict(mlp_hidden=8, rnn_hidden=8, cnn="ResNet-8-w4", vit=dict(name="ViT-Micro/4", dim=16, depth=1, heads=2))
+    cfg = TrainConfig(epochs=2, batch_size=8, lr=3e-3, patience=1, schedule="plateau", progress=False, log_every=1000)
+    for model in ("CNN", "ViT"):
+        exp = Experiment("t")
+        exp.train(
+            "a",
+            cfg,
+            [1],
+            data=lambda seed: ib.shuffled_dataset(data, "patches", 4, seed=1000 + seed),
+            model=lambda seed, model=model: ib.build_model(model, data, sizes),
+        )
+        exp.run("b", ib.trainer(cfg, data, model, "patches", 4, sizes), [1])
+        a, b = ({k: v for k, v in r.items() if k not in ("condition", "train_time_s", "wall_s")} for r in exp.rows)
+        assert a == b and a["stopped"] in ("plateau", "budget")
+        other = ib.trainer(cfg, data, model, "pixels", 4, sizes)(1)
+        assert other["test_acc"] != a["test_acc"] or other["train_loss"] != a["train_loss"]
+
+
 def test_drop_and_the_grouped_bars():
     exp = Experiment("t")
     for m in ("CNN", "ViT"):
