@@ -26,8 +26,8 @@ from torch import nn
 from ..data import Dataset, TensorSplit, fraction_of
 from ..model import count_parameters
 from ..train import TrainConfig, resolve_device, train
-from .experiments import stop_reason
 from .probe import few_shot_probe
+from .runs import stop_reason
 from .stats import t_interval
 from .sweep import choose_rates
 

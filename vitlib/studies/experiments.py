@@ -4,7 +4,6 @@ claim / paper's number / our number / verdict."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import platform
 import time
@@ -16,11 +15,10 @@ from pathlib import Path
 import torch
 
 from .._version import __version__
-from ..model import count_parameters
-from ..train import train
 from ..utils import write_csv, write_json
 from .paper_claims import CLAIMS
 from .parallel import check_jobs, run_tasks
+from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
 from .stats import TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
 
@@ -33,32 +31,6 @@ def new_run_folder(root: str | Path, name: str) -> Path:
         path, k = base.with_name(f"{base.name}-{k}"), k + 1
     path.mkdir(parents=True)
     return path
-
-
-def stop_reason(result) -> str:
-    """Why a `vitlib.train.train` run ended: 'plateau' (its early-stopping rule ended it) or 'budget' (it ran out)."""
-    return "plateau" if result.stopped.startswith("early stopping") else "budget"
-
-
-def train_metrics(result, cfg=None) -> dict:
-    """The numbers of a finished `vitlib.train.train` run that an experiment keeps; given the run's `cfg` with a
-    stopping rule (patience), also why it stopped: 'plateau' (the rule ended it) or 'budget' (every epoch ran)."""
-    final = result.final
-    out = {
-        "train_acc": final.get("train_acc"),
-        "train_loss": final.get("train_loss"),
-        "epochs": final.get("epoch"),
-        "train_time_s": final.get("time_s"),
-        "params": count_parameters(result.model),
-    }
-    for split in ("val", "test"):
-        if f"{split}_acc" in final:
-            out[f"{split}_acc"] = final[f"{split}_acc"]
-    if result.test:
-        out["test_acc"], out["test_loss"] = result.test["acc"], result.test["loss"]
-    if cfg is not None and cfg.patience:
-        out["stopped"] = stop_reason(result)
-    return out
 
 
 class Experiment:
@@ -120,16 +92,8 @@ class Experiment:
             rows.append(self.add(condition, seed, next(results) if callable(task) else dict(task), **fields))
 
     def train(self, condition: str, cfg, seeds: Iterable[int], data=None, model=None, **fields) -> list[dict]:
-        """Train `cfg` once per seed (cfg.seed replaced); `data` and `model` may be callables of the seed."""
-
-        def one(seed: int) -> dict:
-            run_cfg = dataclasses.replace(cfg, seed=seed, out=None, progress=False)
-            torch.manual_seed(seed)
-            d = data(seed) if callable(data) else data
-            m = model(seed) if callable(model) else model
-            return train_metrics(train(run_cfg, model=m, data=d), run_cfg)
-
-        return self.run(condition, one, seeds, **fields)
+        """Train `cfg` once per seed (`train_run`); `data` and `model` may be callables of the seed."""
+        return self.run(condition, train_run(cfg, data, model), seeds, **fields)
 
     # -------------------------------------------------------------------------------------------- summarising
     def conditions(self) -> list[str]:

@@ -13,9 +13,8 @@ from torch import nn
 
 from ..data import Dataset, TensorSplit
 from ..model import create_cnn, create_model, patchify, unpatchify
-from ..train import train
 from .datasize import equivariance_error
-from .experiments import train_metrics
+from .runs import train_run
 from .stats import mean_std, t_interval
 
 INPUTS = ("original", "patches", "pixels")  # the three inputs of the experiment
@@ -194,16 +193,13 @@ def condition(model: str, inputs: str) -> str:
 
 def trainer(cfg, data: Dataset, model: str, inputs: str, patch_size: int, sizes: dict):
     """fn(seed) -> metrics of one run for `Experiment.run` (and `sweep.choose_rates`): a fresh `model`
-    (`build_model`) trained with `cfg`, its seed replaced, on `data` shuffled as `inputs` with the permutations of
-    seed 1000 + seed; the same run `Experiment.train` would make of it."""
-
-    def one(seed: int) -> dict:
-        run_cfg = dataclasses.replace(cfg, seed=seed, out=None, progress=False)
-        torch.manual_seed(seed)
-        shuffled = shuffled_dataset(data, inputs, patch_size, seed=1000 + seed)
-        return train_metrics(train(run_cfg, model=build_model(model, data, sizes), data=shuffled), run_cfg)
-
-    return one
+    (`build_model`) trained with `cfg` (`runs.train_run`) on `data` shuffled as `inputs` with the permutations
+    of seed 1000 + seed."""
+    return train_run(
+        cfg,
+        data=lambda seed: shuffled_dataset(data, inputs, patch_size, seed=1000 + seed),
+        model=lambda seed: build_model(model, data, sizes),
+    )
 
 
 def drop(exp, model: str, inputs: str, metric: str = "test_acc") -> dict:
