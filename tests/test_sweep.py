@@ -8,7 +8,7 @@ import torch
 from vitlib import create_model
 from vitlib.data import get_dataset
 from vitlib.studies.experiments import Experiment
-from vitlib.studies.sweep import best_lr, condition, group_conditions, plot_sweep, sweep, sweep_means
+from vitlib.studies.sweep import best_lr, condition, group_conditions, plot_sweep, rate_text, sweep, sweep_means
 from vitlib.train import TrainConfig
 
 
@@ -77,3 +77,15 @@ def test_binomial_tolerance_is_one_binomial_standard_error():
         binomial_tolerance(80.0, 100)
     with pytest.raises(ValueError, match="n_test"):
         binomial_tolerance(0.8, 0)
+
+
+def test_rate_text_says_what_was_tried_and_whether_the_choice_is_bracketed():
+    inside = {"best": 0.003, "lrs": [0.001, 0.003, 0.009], "bracketed": True}
+    edge = {"best": 0.001, "lrs": [0.001, 0.003, 0.009], "bracketed": False}
+    assert rate_text(inside) == "rates tried 0.001, 0.003, 0.009 -> 0.003"
+    assert rate_text(edge) == "rates tried 0.001, 0.003, 0.009 -> 0.001 (at the edge of what was tried)"
+    assert rate_text(inside, short=True) == "rate 0.003 (tried 0.001, 0.003, 0.009)"
+    assert rate_text(edge, short=True) == "rate 0.001 (tried 0.001, 0.003, 0.009, at the edge)"
+    assert rate_text({"best": 2e-3 / 3, "lrs": [2e-3 / 3, 2e-3], "bracketed": False}).endswith(
+        "-> 0.00067 (at the edge of what was tried)"
+    )

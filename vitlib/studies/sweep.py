@@ -127,6 +127,18 @@ def _chosen(exp: Experiment, group: str, widened: list[float], metric: str) -> d
     return {"best": best, "lrs": tried, "widened": widened, "bracketed": tried[0] < best < tried[-1]}
 
 
+def rate_text(choice: dict, short: bool = False) -> str:
+    """A rate choice of `choose_rates` or `bracketed_sweep`, as printed beside a verdict: 'rates tried 0.001, 0.003,
+    0.009 -> 0.003', or with short=True 'rate 0.003 (tried 0.001, 0.003, 0.009)'; a choice at the edge of its grid
+    says so."""
+    tried = ", ".join(f"{lr:.2g}" for lr in choice["lrs"])
+    if short:
+        return f"rate {choice['best']:.2g} (tried {tried}{'' if choice['bracketed'] else ', at the edge'})"
+    return f"rates tried {tried} -> {choice['best']:.2g}" + (
+        "" if choice["bracketed"] else " (at the edge of what was tried)"
+    )
+
+
 def bracketed_sweep(
     exp: Experiment,
     group: str,
