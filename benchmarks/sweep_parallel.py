@@ -1,10 +1,10 @@
 """A sweep's runs side by side: the wall time of the same runs with 1 worker and with --jobs workers, measured in
 one invocation, and a check that both give bit-identical numbers.
 
-    python benchmarks/sweep_parallel.py                      # 08's reference recipe, 4 E_pos variants x 2 seeds
+    python benchmarks/sweep_parallel.py                      # 09's reference recipe, 4 E_pos variants x 2 seeds
     python benchmarks/sweep_parallel.py --jobs 8 --device cuda --steps 800 --json results/gpu/sweep_parallel.json
 
-Every run is 08_position_embeddings' reference run on the bundled Fashion-MNIST (ViT-Micro/7 with 2 blocks, 2,000
+Every run is 09_position_embeddings' reference run on the bundled Fashion-MNIST (ViT-Micro/7 with 2 blocks, 2,000
 training images, batch 32, --steps steps, lr 3e-3), one PyTorch thread per run. The runs go through
 `Experiment.batch` exactly as an experiment notebook sends them, first one after another (jobs=1), then `--jobs` at a
 time; the table gives both wall times and their ratio (goal: at most 0.55x with 2 workers on 2 cores).
@@ -52,7 +52,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=default_jobs(), help="workers of the parallel sweep (default: cores)")
     ap.add_argument("--seeds", type=int, default=2, help="seeds per variant (runs = 4 x seeds)")
-    ap.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (08's reference budget)")
+    ap.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (09's reference budget)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--json", default=None, help="also write the measurement to this JSON file")
     args = ap.parse_args()

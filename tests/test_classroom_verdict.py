@@ -84,7 +84,7 @@ def test_calls_are_judged_with_their_inputs_origin(tmp_path):
 
 
 def test_a_measured_answer_is_judged_within_its_tolerance():
-    """09's speed_ratio is timed in each run: course.rtol lets it come near the instructor's, and nothing else."""
+    """10's speed_ratio is timed in each run: course.rtol lets it come near the instructor's, and nothing else."""
     expected = {"values": {"speed_ratio": capture.encode(2.0), "flops_ratio": capture.encode(12.25)}}
 
     def judged(speed, flops):
@@ -108,9 +108,9 @@ def test_rtol_comes_from_the_check_cell_and_must_be_sane():
 
     from vitlib.classroom.notebooks import parse_exercises
 
-    nb = nbformat.read(REPO / "notebooks" / "09_patch_size_and_shape.ipynb", as_version=4)
-    assert any(e.rtol == {"speed_ratio": 0.5} for e in parse_exercises(nb, "09"))
+    nb = nbformat.read(REPO / "notebooks" / "10_patch_size_and_shape.ipynb", as_version=4)
+    assert any(e.rtol == {"speed_ratio": 0.5} for e in parse_exercises(nb, "10"))
     check = next(c for c in nb.cells if "exercise-check" in c.metadata.get("tags", []))
     check.metadata["course"] = {"rtol": {"x": "lots"}}
     with pytest.raises(ValueError, match="course.rtol maps answer names to tolerances"):
-        parse_exercises(nb, "09")
+        parse_exercises(nb, "10")

@@ -180,7 +180,7 @@ def test_experiment_train_records_metrics_per_seed(one_thread):
 
 def test_the_claims_report_puts_every_scale_beside_the_paper(tmp_path):
     for scale, folder, acc in (("quick", "quick", 0.6), ("reference", "reference", 0.7)):
-        exp = Experiment("pos", tmp_path / folder / "08_position_embeddings", params={"preset": scale})
+        exp = Experiment("pos", tmp_path / folder / "09_position_embeddings", params={"preset": scale})
         exp.run("learned", lambda s, acc=acc: {"test_acc": acc + 0.01 * s}, seeds=[0, 1, 2])
         exp.run("none", lambda s: {"test_acc": 0.55 + 0.01 * s}, seeds=[0, 1, 2])
         exp.claim("b1", exp.compare("learned", "none"))
@@ -193,7 +193,7 @@ def test_the_claims_report_puts_every_scale_beside_the_paper(tmp_path):
     assert "| b1 | without position embeddings ViT does worse |" in table and "not measured yet: needs a GPU" in table
     assert "| a1 |" in table and "not run yet" in table  # a claim no run has judged says so
     assert json.loads((tmp_path / "claims.json").read_text())["claims"][0]["id"] == "a1"
-    beside = scales_table(exp, "08_position_embeddings", tmp_path)
+    beside = scales_table(exp, "09_position_embeddings", tmp_path)
     assert "| (b1) without position embeddings ViT does worse | **reproduced** +0.150" in beside
 
 

@@ -1,4 +1,4 @@
-"""Notebook 13's helpers: one number per claim (vitlib.studies.attention_maps), and pre-trained weights + images
+"""Notebook 14's helpers: one number per claim (vitlib.studies.attention_maps), and pre-trained weights + images
 (vitlib.studies.reference)."""
 
 import numpy as np

@@ -53,21 +53,21 @@ def notebook(folder: Path, name: str, part=None) -> Path:
 
 def test_parts_follow_the_numbers_unless_a_notebook_names_its_part(tmp_path):
     parts, caption = build_site.load_parts()
-    for name in ("00_a.ipynb", "06_b.ipynb", "07_c.ipynb", "13_d.ipynb", "15_e.ipynb", "16_f.ipynb", "20_new.ipynb"):
+    for name in ("00_a.ipynb", "06_b.ipynb", "07_c.ipynb", "14_d.ipynb", "16_e.ipynb", "17_f.ipynb", "21_new.ipynb"):
         notebook(tmp_path, name)
-    notebook(tmp_path, "17_primer.ipynb", part=1)
-    notebook(tmp_path, "18_appendix.ipynb", part=parts[2].title)
+    notebook(tmp_path, "18_primer.ipynb", part=1)
+    notebook(tmp_path, "19_appendix.ipynb", part=parts[2].title)
     found = build_site.course_notebooks(tmp_path)
     toc = build_site.table_of_contents(found, parts, claims=False, results_caption=caption)
     chapters = {p["caption"]: [Path(c["file"]).name for c in p["chapters"]] for p in toc["parts"]}
     assert toc["root"] == "index"
     assert list(chapters) == [p.title for p in parts]
-    assert chapters[parts[0].title] == ["00_a", "06_b", "17_primer"]
+    assert chapters[parts[0].title] == ["00_a", "06_b", "18_primer"]
     assert chapters[parts[1].title] == ["07_c"]
-    assert chapters[parts[2].title] == ["13_d", "18_appendix"]
-    assert chapters[parts[3].title] == ["15_e"]
-    assert chapters[parts[4].title] == ["16_f"]
-    assert chapters[parts[-1].title] == ["20_new"]  # a new notebook joins the last part by default
+    assert chapters[parts[2].title] == ["14_d", "19_appendix"]
+    assert chapters[parts[3].title] == ["16_e"]
+    assert chapters[parts[4].title] == ["17_f"]
+    assert chapters[parts[-1].title] == ["21_new"]  # a new notebook joins the last part by default
 
 
 def test_the_course_parts_as_the_readme_lists_them():
@@ -76,11 +76,11 @@ def test_the_course_parts_as_the_readme_lists_them():
     where = {Path(c["file"]).name[:2]: p["caption"] for p in toc["parts"] for c in p["chapters"]}
     assert sorted(where) == [p.name[:2] for p in NOTEBOOKS]
     assert {where[n] for n in ("00", "06")} == {"Part 1: Building ViT by hand"}
-    assert {where[n] for n in ("07", "12")} == {"Part 2: The paper's experiments in miniature"}
-    assert {where[n] for n in ("13", "14")} == {"Part 3: Looking inside, learning without labels"}
-    assert where["15"] == "Part 4: Pre-training for real"
-    assert {where[n] for n in ("16", "17", "18") if n in where} <= {"Part 5: Around the paper"}
-    assert where.get("19", "Appendix") == "Appendix"
+    assert {where[n] for n in ("07", "08", "13")} == {"Part 2: The paper's experiments in miniature"}
+    assert {where[n] for n in ("14", "15")} == {"Part 3: Looking inside, learning without labels"}
+    assert where["16"] == "Part 4: Pre-training for real"
+    assert {where[n] for n in ("17", "18", "19") if n in where} <= {"Part 5: Around the paper"}
+    assert where.get("20", "Appendix") == "Appendix"
 
 
 def test_claims_page_only_when_the_report_exists(tmp_path):

@@ -135,7 +135,7 @@ def test_experiment_compare_under_the_t_rule_and_the_report_adjusts_by_holm(tmp_
     from vitlib.studies.claims import report
     from vitlib.studies.experiments import Experiment
 
-    exp = Experiment("pos", tmp_path / "reference" / "08_position_embeddings")
+    exp = Experiment("pos", tmp_path / "reference" / "09_position_embeddings")
     exp.run("learned", lambda s: {"test_acc": A[s]}, seeds=range(5))
     exp.run("none", lambda s: {"test_acc": B[s]}, seeds=range(5))
     welch = exp.compare("learned", "none")
@@ -160,7 +160,7 @@ def test_a_demonstration_is_reported_apart_from_the_verdicts_and_from_holm(tmp_p
     from vitlib.studies.experiments import Experiment
 
     assert CLAIMS["q2"]["demonstration"] and not CLAIMS["q1"].get("demonstration")
-    exp = Experiment("shuffle", tmp_path / "reference" / "16_inductive_biases")
+    exp = Experiment("shuffle", tmp_path / "reference" / "17_inductive_biases")
     exp.run("vit", lambda s: {"test_acc": A[s]}, seeds=range(5))
     exp.run("vit shuffled", lambda s: {"test_acc": A[s] + 0.001}, seeds=range(5))
     exp.run("cnn", lambda s: {"test_acc": B[s]}, seeds=range(5))

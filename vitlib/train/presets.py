@@ -110,7 +110,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            dict(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, batch_size=128, lr=2e-3, min_lr=1e-5,
                 weight_decay=0.05, warmup_epochs=0.5, schedule="linear", grad_clip=1.0, head="mlp", augment="none",
                 precision="fp32"),
-           measured="see notebooks/15_pretraining.ipynb", hardware="CPU"),
+           measured="see notebooks/16_pretraining.ipynb", hardware="CPU"),
 ]}
 # fmt: on
 
