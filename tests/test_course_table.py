@@ -21,7 +21,7 @@ def test_every_notebook_is_in_the_tour_and_the_readme(path):
 
 
 def test_the_engineering_appendix_is_pointed_to():
-    """The command line, papermill, checkpoints and resuming live in notebook 20; 00, 06 and 15 point there."""
+    """The command line, papermill, checkpoints and resuming live in notebook 20; 00, 06 and 16 point there."""
     for stem in ("00_setup_tour", "06_first_training", "16_pretraining"):
         cells = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())["cells"]
         text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
