@@ -43,7 +43,7 @@ site: setup
 # one pytest-xdist worker per core, one thread each (the course's models are too small for two threads to pay);
 # --dist loadscope keeps every notebook's cells, in order, on one worker
 test: setup lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope --durations=40
 
 # every non-default parameter set each notebook lists in metadata.vitlib.variants (about 30-40 minutes on 2 cores)
 test-variants: setup
