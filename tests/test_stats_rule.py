@@ -183,3 +183,17 @@ def test_by_seeds_judges_the_first_k_seeds_and_the_interval_narrows_with_them():
     assert moved[3] == t_verdict(a[:3], b[:3]) and moved[8]["verdict"] == "reproduced"
     assert moved[8]["high"] - moved[8]["low"] < moved[3]["high"] - moved[3]["low"]
     assert by_seeds(a[:4], b, paired=True)[4]["test"] == "paired t" and list(by_seeds(a[:4], b)) == [2, 3, 4]
+
+
+def test_width_change_says_narrower_or_wider_as_measured():
+    from vitlib.studies.stats import width_change
+
+    steady = {2: {"low": 0.0, "high": 0.6}, 5: {"low": 0.1, "high": 0.2}}
+    assert width_change(steady) == "the interval at 5 seeds is 6.0x narrower than at 2"
+    # later seeds that disagree more than the first two widen the interval: said as such, never "0.6x narrower"
+    noisy = {2: {"low": 0.004, "high": 0.018}, 3: {"low": 0.0, "high": 0.1}, 5: {"low": -0.002, "high": 0.022}}
+    assert width_change(noisy) == "the interval at 5 seeds is 1.7x wider than at 2"
+    with pytest.raises(ValueError, match="two numbers of seeds"):
+        width_change({2: steady[2]})
+    with pytest.raises(ValueError, match="positive width"):
+        width_change({2: {"low": 0.1, "high": 0.1}, 3: steady[5]})

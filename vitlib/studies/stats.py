@@ -160,6 +160,20 @@ def by_seeds(a: Sequence[float], b: Sequence[float], expect: str = "greater", pa
     return {k: t_verdict(a[:k], b[:k], expect, paired) for k in range(2, min(len(a), len(b)) + 1)}
 
 
+def width_change(judged: dict[int, dict]) -> str:
+    """How the 95% interval of `by_seeds` changed from its fewest seeds to its most, in words: 'the interval at 5
+    seeds is 6.5x narrower than at 2' (or '1.7x wider', when the later seeds disagree more than the first ones)."""
+    if len(judged) < 2:
+        raise ValueError(f"width_change needs verdicts at two numbers of seeds at least, got {sorted(judged)}.")
+    few, most = min(judged), max(judged)
+    width = {k: judged[k]["high"] - judged[k]["low"] for k in (few, most)}
+    if not all(math.isfinite(w) and w > 0 for w in width.values()):
+        raise ValueError(f"width_change: the intervals at {few} and {most} seeds must have a positive width, got {width}.")
+    ratio = width[few] / width[most]
+    how = f"{ratio:.1f}x narrower" if ratio >= 1 else f"{1 / ratio:.1f}x wider"
+    return f"the interval at {most} seeds is {how} than at {few}"
+
+
 def contrast(a: dict, b: dict, n: int, compared: str, expect: str = "greater") -> dict:
     """A claim about two independent effects, each a `t_interval` (or `compare`) dict with diff, se and df, e.g.
     'the gap shrinks' as (gap at the smallest size) - (gap at the largest): the difference of the effects, its
