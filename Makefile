@@ -41,9 +41,10 @@ site: setup
 	$(PY) scripts/build_site.py --out _build/site
 
 # one pytest-xdist worker per core, one thread each (the course's models are too small for two threads to pay);
-# --dist loadscope keeps every notebook's cells, in order, on one worker
+# --dist loadscope keeps every notebook's cells, in order, on one worker; the notebooks (the longest scopes) go first
+# so that the many short tests fill the end of the run instead of one worker waiting for the other's last notebook
 test: setup lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -q -n auto --dist loadscope --durations=40
+	OMP_NUM_THREADS=1 $(PY) -m pytest notebooks tests --nbval-lax --nbval-current-env -q -n auto --dist loadscope --durations=40
 
 # every non-default parameter set each notebook lists in metadata.vitlib.variants (about 30-40 minutes on 2 cores)
 test-variants: setup
