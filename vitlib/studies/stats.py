@@ -168,7 +168,9 @@ def width_change(judged: dict[int, dict]) -> str:
     few, most = min(judged), max(judged)
     width = {k: judged[k]["high"] - judged[k]["low"] for k in (few, most)}
     if not all(math.isfinite(w) and w > 0 for w in width.values()):
-        raise ValueError(f"width_change: the intervals at {few} and {most} seeds must have a positive width, got {width}.")
+        raise ValueError(
+            f"width_change: the intervals at {few} and {most} seeds must have a positive width, got {width}."
+        )
     ratio = width[few] / width[most]
     how = f"{ratio:.1f}x narrower" if ratio >= 1 else f"{1 / ratio:.1f}x wider"
     return f"the interval at {most} seeds is {how} than at {few}"
