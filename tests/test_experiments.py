@@ -212,3 +212,24 @@ def test_known_runs_are_taken_as_they_are_and_the_others_run(batched):
         rows = exp.run("a", fn, [0, 1, 2], known={1: {"test_acc": 0.9, "wall_s": 3.0}}, lr=0.1)
     assert called == [0, 2] and [r["seed"] for r in rows] == [0, 1, 2]
     assert [r["test_acc"] for r in rows] == [0.5, 0.9, 0.52] and rows[1]["lr"] == 0.1 and rows[1]["wall_s"] == 3.0
+
+
+def test_a_claim_its_design_could_not_test_says_so_and_stays_out_of_holm(tmp_path):
+    """c2 of notebook 11 when both poolings choose one rate: its two arms are one condition, so the interval cannot
+    say anything; the row is 'not tested' (the interval's verdict kept as measured) and the report leaves it out of
+    Holm's correction."""
+    from vitlib.studies.stats import NOT_TESTED
+
+    exp = Experiment("11_class_token_and_norm", tmp_path / "quick" / "11", {})
+    for seed, (a, b) in enumerate([(0.80, 0.70), (0.82, 0.71), (0.81, 0.69)]):
+        exp.add("gap lr=0.003", seed, {"test_acc": a})
+        exp.add("cls lr=0.003", seed, {"test_acc": b})
+    same = exp.compare("gap lr=0.003", "gap lr=0.003", expect="greater")
+    row = exp.claim("c2", same, why="both poolings chose one rate", tested=False)
+    assert row["verdict"] == NOT_TESTED and row["measured"] == "inconclusive"
+    exp.claim("c1", exp.compare("gap lr=0.003", "cls lr=0.003", expect="equal", margin=0.01))
+    out = report(tmp_path)
+    found = {c["id"]: c["quick"] for c in out["claims"] if c["quick"]}
+    assert found["c2"]["verdict"] == NOT_TESTED and found["c2"]["measured"] == "inconclusive"
+    assert "p_holm" not in found["c2"]["ours"] and "p_holm" in found["c1"]["ours"]
+    assert "**not tested (measured: inconclusive)**" in (tmp_path / "CLAIMS.md").read_text()

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..utils import write_json
 from .forest import forest_plot
 from .paper_claims import CLAIMS
-from .stats import TEST_FIELDS, holm, interval_text
+from .stats import NOT_TESTED, TEST_FIELDS, holm, interval_text
 
 SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
 
@@ -39,6 +39,7 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
                         **{k: v[k] for k in TEST_FIELDS if v.get(k) is not None},
                     },
                     "verdict": v["verdict"],
+                    **({"measured": v["measured"]} if v.get("measured") else {}),
                     "why": v.get("why", ""),
                     "seeds": v["seeds"],
                     "minutes": round(data.get("minutes", 0), 1),
@@ -66,7 +67,11 @@ def report(results: str | Path = "results") -> dict:
         for cid, f in found.items():
             if CLAIMS[cid].get("demonstration"):  # what the interval said is kept, as `measured`
                 f["measured"], f["verdict"] = f["verdict"], "demonstration"
-        tested = [f for f in found.values() if f["ours"].get("p") is not None and f["verdict"] != "demonstration"]
+        tested = [
+            f
+            for f in found.values()
+            if f["ours"].get("p") is not None and f["verdict"] not in ("demonstration", NOT_TESTED)
+        ]
         for f, adjusted in zip(tested, holm([f["ours"]["p"] for f in tested])):
             f["ours"]["p_holm"] = adjusted
     claims = [

@@ -19,7 +19,7 @@ from ..utils import write_csv, write_json
 from .paper_claims import CLAIMS
 from .parallel import check_jobs, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
-from .stats import TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
+from .stats import NOT_TESTED, TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
 
 
@@ -162,10 +162,14 @@ class Experiment:
         seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
         return [by_seed[0][s] for s in seeds], [by_seed[1][s] for s in seeds]
 
-    def claim(self, claim_id: str, comparison: dict, why: str = "") -> dict:
+    def claim(self, claim_id: str, comparison: dict, why: str = "", tested: bool = True) -> dict:
         """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
         vitlib.studies.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
-        return it: diff, se, low, high, p, verdict, n and compared). Saved with the results."""
+        return it: diff, se, low, high, p, verdict, n and compared). Saved with the results.
+
+        tested=False when this run's design could not test the claim (its two arms turned out to be one condition,
+        say): the row's verdict is then NOT_TESTED whatever the interval says, the interval's verdict is kept as
+        `measured`, and the claims report leaves it out of Holm's correction."""
         missing = [k for k in ("diff", "se", "low", "high", "p", "verdict", "n", "compared") if k not in comparison]
         if missing:
             raise ValueError(
@@ -187,7 +191,8 @@ class Experiment:
             "margin": comparison.get("margin"),
             "compared": comparison["compared"],
             **{k: comparison[k] for k in TEST_FIELDS if k in comparison},
-            "verdict": comparison["verdict"],
+            "verdict": comparison["verdict"] if tested else NOT_TESTED,
+            **({} if tested else {"measured": comparison["verdict"]}),
             "seeds": comparison["n"],
             "why": why,
         }

@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-COLOURS = {"reproduced": "#1a9850", "contradicted": "#d73027", "inconclusive": "#7f7f7f", "demonstration": "#8073ac"}
+COLOURS = {
+    "reproduced": "#1a9850",
+    "contradicted": "#d73027",
+    "inconclusive": "#7f7f7f",
+    "demonstration": "#8073ac",
+    "not tested": "#bdbdbd",
+}
 
 
 def interval(found: dict) -> tuple[float, float, float]:

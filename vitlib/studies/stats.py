@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive")
+NOT_TESTED = "not tested"  # a claim whose design could not test it in this run (Experiment.claim(tested=False))
 # what a verdict under the t rule records beside effect and SE, kept with the claim and in the claims report
 TEST_FIELDS = ("low", "high", "level", "p", "df", "test", "hit_budget")
 
