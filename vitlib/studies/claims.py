@@ -53,8 +53,9 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
 RULE = (
     "reproduced: the 95% interval of the effect (Welch's t, or the paired t where the arms share seeds) lies wholly on "
     "the paper's side of zero; contradicted: wholly on the other side; inconclusive: neither. Equality claims: two "
-    "one-sided tests, the 90% interval inside a margin stated before the run. Results recorded before this rule say "
-    "'2-SE rule': beyond 2 standard errors"
+    "one-sided tests, the 90% interval inside a margin stated before the run. Not tested: the run's design could not "
+    "test the claim (its two arms turned out to be one condition), whatever the interval says; it is left out of "
+    "Holm's correction. Results recorded before this rule say '2-SE rule': beyond 2 standard errors"
 )
 
 
