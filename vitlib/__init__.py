@@ -9,7 +9,13 @@ Four layers, each importing only from those before it:
     vitlib.studies      what the notebooks run: experiments and verdicts, sweeps, costs, inspection, probes, plots
 """
 
-from ._version import __version__
+import os as _os
+
+# Sweeps run in worker processes forked from this one (vitlib.studies.parallel), and a forked process cannot use CUDA
+# once its parent has started the CUDA driver, which torch.cuda.is_available() does unless NVML answers it instead.
+_os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+from ._version import __version__  # noqa: E402
 from .model import (
     MLP,
     VARIANTS,

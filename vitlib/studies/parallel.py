@@ -11,15 +11,23 @@ model stored in a notebook's dict stays in the worker), and one whose numbers de
 process (a shared generator, a shared module whose state an earlier run changed): in a worker it starts from the
 process as it was at the fork, and gives other numbers.
 
-On a GPU the workers share the device: each worker opens CUDA itself, so CUDA must not be in use in this process
-before the workers start (a forked CUDA context does not work); start the sweep before moving anything to the GPU.
+On a GPU the workers share the device, each opening CUDA itself. PyTorch refuses to work in a process forked after
+its parent started the CUDA driver (anything moved to the GPU; also the first backward pass of any model, even on the
+CPU, where a GPU is: the autograd engine counts the GPUs) or, on a machine with a GPU, ran a backward pass (its
+autograd threads do not survive a fork), whatever device the workers' runs use. Both were measured on an H100. A
+sweep whose workers are refused so runs its remaining runs here, one after another, with a warning: the same
+numbers, without the speed-up. To have the speed-up on such a machine, start the sweep in a fresh kernel before
+anything trains in it. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone,
+and `device_name` reads a GPU's name through nvidia-smi, so both may be asked before a sweep.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
@@ -39,6 +47,20 @@ def check_jobs(jobs: int) -> int:
     return jobs
 
 
+def cuda_started() -> bool:
+    """Whether this process has started the CUDA driver, through PyTorch or any other path (a backward pass does),
+    after which a worker forked from it cannot use the GPU. The driver answers CUDA_ERROR_NOT_INITIALIZED (3) until
+    cuInit."""
+    if torch.cuda.is_initialized():
+        return True
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False  # no NVIDIA driver here
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != 3
+
+
 def _timed(task: Callable[[], dict]) -> dict:
     start = time.perf_counter()
     out = dict(task())
@@ -54,10 +76,23 @@ def _one_thread(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+FORK_REFUSALS = (
+    "Cannot re-initialize CUDA in forked subprocess",  # this process's PyTorch had started CUDA
+    "CUDA error: initialization error",  # the driver had been started here (a backward pass does, where a GPU is)
+    "Unable to handle autograd's threading in combination with fork-based multiprocessing",  # a backward pass here
+)
+
+
+def fork_refused(error: BaseException) -> bool:
+    """Whether a worker's error is PyTorch refusing a process forked after this one started CUDA or autograd."""
+    return any(text in str(error) for text in FORK_REFUSALS)
+
+
 def run_tasks(tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int = 1) -> Iterator[dict]:
     """Each task's result (its dict, with `wall_s` added when it has none), in the order of `tasks`; `jobs` worker
     processes of `threads` PyTorch threads each, or this process alone when jobs is 1. A task's error stops the
-    rest and is raised here, after the results of the tasks before it."""
+    rest and is raised here, after the results of the tasks before it. Where PyTorch refuses the workers (see the
+    module's text), the remaining tasks run here, one after another, with a warning."""
     global _TASKS
     check_jobs(jobs)
     tasks = list(tasks)
@@ -65,19 +100,32 @@ def run_tasks(tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int =
         for task in tasks:
             yield _timed(task)
         return
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        raise RuntimeError(
-            "CUDA is already in use in this process, and worker processes forked from it cannot use it: start the "
-            "runs side by side before anything goes to the GPU (restart the kernel), or pass jobs=1."
-        )
     _TASKS = tasks
     pool = ProcessPoolExecutor(
         min(jobs, len(tasks)), multiprocessing.get_context("fork"), initializer=_one_thread, initargs=(threads,)
     )
+    done = 0
     try:
         futures = [pool.submit(_run_index, i) for i in range(len(tasks))]
         for future in futures:
-            yield future.result()
+            try:
+                result = future.result()
+            except Exception as error:
+                if not fork_refused(error):
+                    raise
+                warnings.warn(
+                    f"The workers cannot run: PyTorch refuses a process forked after this one started CUDA or, "
+                    f"where a GPU is, ran a backward pass. The remaining {len(tasks) - done} runs go here, one after "
+                    f"another, with the same numbers. For runs side by side, restart the kernel and start the sweep "
+                    f"before anything trains.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                break
+            yield result
+            done += 1
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _TASKS = ()
+    for task in tasks[done:]:
+        yield _timed(task)

@@ -17,6 +17,7 @@ import logging
 import math
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +31,12 @@ from ..utils import pair
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name."""
+    """The GPU's name, or the CPU's model name. A GPU's name is read without starting CUDA in this process (through
+    nvidia-smi) until CUDA is in use, so that asking it does not keep a later sweep's workers off the GPU."""
     if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
+        if torch.cuda.is_initialized():
+            return torch.cuda.get_device_name(device)
+        return _nvidia_smi_name(device.index or 0) or "a CUDA GPU (its name is read once CUDA is in use)"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -40,6 +44,20 @@ def device_name(device: torch.device) -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def _nvidia_smi_name(index: int) -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(index)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def sync(device: torch.device) -> None:
