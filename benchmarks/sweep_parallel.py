@@ -99,6 +99,7 @@ def main() -> int:
         "runs": runs,
         "steps": args.steps,
         "jobs": args.jobs,
+        "start": "fork",  # how the workers start
         "seconds_1_worker": one,
         f"seconds_{args.jobs}_workers": many,
         "ratio": many / one,

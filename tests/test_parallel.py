@@ -9,6 +9,7 @@ import torch
 from vitlib import create_model
 from vitlib.studies.experiments import Experiment
 from vitlib.studies.parallel import check_jobs, fork_refused, run_tasks
+from vitlib.studies.runs import train_run
 from vitlib.train import TrainConfig
 
 CFG = TrainConfig(
@@ -142,3 +143,31 @@ def test_other_errors_of_a_worker_are_not_mistaken_for_pytorch_refusing_a_fork()
     )
     assert not fork_refused(RuntimeError("CUDA out of memory"))
     assert not fork_refused(ValueError("seed 2 diverged"))
+
+
+def test_spawned_workers_get_the_runs_by_cloudpickle_and_give_the_same_numbers(one_thread):
+    fn = train_run(CFG, model=lambda seed: create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
+    tasks = [lambda seed=seed: {**fn(seed), "pid": os.getpid()} for seed in (0, 1)]  # closures, as a notebook's
+    spawned = list(run_tasks(tasks, jobs=2, start="spawn"))
+    here = list(run_tasks(tasks, jobs=1))
+    drop = ("wall_s", "train_time_s", "pid")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in spawned] == [
+        {k: v for k, v in r.items() if k not in drop} for r in here
+    ]
+    assert all(r["pid"] != os.getpid() for r in spawned) and spawned[0]["train_loss"] != spawned[1]["train_loss"]
+
+
+def test_runs_that_cannot_be_pickled_go_to_forked_workers_with_a_warning():
+    numbers = (i for i in range(3))  # a generator does not pickle
+    tasks = [lambda: {"pid": os.getpid(), "kind": type(numbers).__name__}] * 2
+    with pytest.warns(RuntimeWarning, match="cannot be sent to spawned workers"):
+        results = list(run_tasks(tasks, jobs=2, start="spawn"))
+    assert [r["kind"] for r in results] == ["generator"] * 2 and all(r["pid"] != os.getpid() for r in results)
+    exp = Experiment("spawned", jobs=2, start="spawn")
+    with exp.batch():
+        exp.run("c", lambda seed: {"pid": os.getpid(), "square": float(seed * seed)}, seeds=[2, 3])
+    assert [r["square"] for r in exp.rows] == [4.0, 9.0] and all(r["pid"] != os.getpid() for r in exp.rows)
+    with pytest.raises(ValueError, match="start must be"):
+        list(run_tasks(tasks, jobs=2, start="forkserver"))
+    with pytest.raises(ValueError, match="start must be"):
+        Experiment("bad", start="threads")

@@ -1,6 +1,7 @@
 """On a GPU: a sweep's workers share the device, after the notebook has asked whether there is one and saved its
 results (both read without starting CUDA here). Each test runs in a fresh interpreter (spawned), whatever other tests
-did to CUDA in pytest's process. Skipped without a CUDA GPU."""
+did to CUDA in pytest's process. Skipped without a CUDA GPU. The forked workers' checks passed on an H100; the spawned
+workers' (start="spawn") have not run on a GPU yet."""
 
 import dataclasses
 import json
@@ -15,6 +16,7 @@ import torch
 from vitlib import create_model
 from vitlib.studies.experiments import Experiment
 from vitlib.studies.parallel import cuda_started, run_tasks
+from vitlib.studies.runs import train_run
 from vitlib.train import TrainConfig
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -30,18 +32,18 @@ def on_gpu() -> dict:
 def in_fresh_process(fn, *args):
     """fn(*args) in a new interpreter; its error is raised here."""
     with ProcessPoolExecutor(1, multiprocessing.get_context("spawn")) as pool:  # not daemonic: it may fork workers
-        return pool.submit(fn, *args).result()
+        return pool.submit(fn, *args).result(timeout=600)  # a hang fails the test
 
 
 def test_asking_for_the_gpu_and_saving_leave_cuda_unstarted_so_workers_can_use_it(tmp_path):
     in_fresh_process(ask_save_and_sweep, tmp_path)
 
 
-def test_workers_run_on_the_gpu_and_once_this_process_has_started_cuda_the_runs_come_here():
-    in_fresh_process(workers_then_here)
+def test_spawned_workers_use_the_gpu_also_after_this_process_started_cuda_and_forked_ones_fall_back():
+    in_fresh_process(workers_after_cuda)
 
 
-def test_after_a_backward_pass_on_the_cpu_a_gpu_sweep_still_gives_its_numbers():
+def test_after_a_backward_pass_a_sweep_still_runs_in_workers_with_the_same_numbers():
     in_fresh_process(backward_then_sweep)
 
 
@@ -60,20 +62,32 @@ def ask_save_and_sweep(tmp_path):
     assert saved["gpu"] == torch.cuda.get_device_name(0)  # read through nvidia-smi before, torch now: the same
 
 
-def workers_then_here():
-    results = list(run_tasks([on_gpu] * 3, jobs=3))
+def workers_after_cuda():
+    results = list(run_tasks([on_gpu] * 3, jobs=3))  # forked, before anything here used CUDA
     assert [r["sum"] for r in results] == [6.0] * 3 and all(r["pid"] != os.getpid() for r in results)
     on_gpu()  # CUDA now started in this process
     assert cuda_started()
+    again = list(run_tasks([on_gpu] * 2, jobs=2, start="spawn"))  # spawned: unaffected
+    assert [r["sum"] for r in again] == [6.0] * 2 and all(r["pid"] != os.getpid() for r in again)
     with pytest.warns(RuntimeWarning, match="runs go here"):
-        here = list(run_tasks([on_gpu] * 2, jobs=2))
+        here = list(run_tasks([on_gpu] * 2, jobs=2))  # forked: refused, so they run here
     assert [r["sum"] for r in here] == [6.0] * 2 and all(r["pid"] == os.getpid() for r in here)
 
 
 def backward_then_sweep():
+    torch.set_num_threads(1)  # as the workers: the CPU's sums then match too
     x = torch.ones(2, requires_grad=True)
     (x * 2).sum().backward()  # on the CPU, yet PyTorch's autograd engine starts the CUDA driver
     assert cuda_started() and not torch.cuda.is_initialized()
-    with pytest.warns(RuntimeWarning, match="runs go here"):
-        here = list(run_tasks([on_gpu] * 2, jobs=2))
-    assert [r["sum"] for r in here] == [6.0] * 2
+    cfg = dataclasses.replace(CFG, device="cuda")
+    fn = train_run(cfg, model=lambda seed: create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
+    tasks = [lambda seed=seed: {**fn(seed), "pid": os.getpid()} for seed in (0, 1, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        spawned = list(run_tasks(tasks, jobs=3, start="spawn"))
+    here = list(run_tasks(tasks, jobs=1))
+    drop = ("wall_s", "train_time_s", "pid")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in spawned] == [
+        {k: v for k, v in r.items() if k not in drop} for r in here
+    ]
+    assert all(r["pid"] != os.getpid() for r in spawned)

@@ -17,7 +17,7 @@ import torch
 from .._version import __version__
 from ..utils import write_csv, write_json
 from .paper_claims import CLAIMS
-from .parallel import check_jobs, run_tasks
+from .parallel import check_jobs, check_start, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
 from .stats import NOT_TESTED, TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
@@ -37,11 +37,14 @@ class Experiment:
     """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed.
 
     `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `vitlib.studies.parallel`);
-    the rows and their numbers are the same for any `jobs`."""
+    the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork' (the default) or
+    'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this process)."""
 
-    def __init__(self, name: str, out: str | Path | None = None, params: dict | None = None, jobs: int = 1):
+    def __init__(
+        self, name: str, out: str | Path | None = None, params: dict | None = None, jobs: int = 1, start: str = "fork"
+    ):
         self.name, self.params = name, dict(params or {})
-        self.jobs = check_jobs(jobs)
+        self.jobs, self.start = check_jobs(jobs), check_start(start)  # how a batch's workers start: fork or spawn
         self._queue: list | None = None  # the runs started inside `batch`, waiting for its end
         self.out = Path(out) if out else None
         self.rows: list[dict] = []
@@ -87,7 +90,8 @@ class Experiment:
         self._finish(runs)
 
     def _finish(self, runs: list, jobs: int | None = None) -> None:
-        results = run_tasks([task for *_, task in runs if callable(task)], self.jobs if jobs is None else jobs)
+        tasks = [task for *_, task in runs if callable(task)]
+        results = run_tasks(tasks, self.jobs if jobs is None else jobs, start=self.start)
         for condition, seed, fields, rows, task in runs:  # a known run's metrics are its task
             rows.append(self.add(condition, seed, next(results) if callable(task) else dict(task), **fields))
 

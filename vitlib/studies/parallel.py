@@ -11,14 +11,21 @@ model stored in a notebook's dict stays in the worker), and one whose numbers de
 process (a shared generator, a shared module whose state an earlier run changed): in a worker it starts from the
 process as it was at the fork, and gives other numbers.
 
-On a GPU the workers share the device, each opening CUDA itself. PyTorch refuses to work in a process forked after
-its parent started the CUDA driver (anything moved to the GPU; also the first backward pass of any model, even on the
-CPU, where a GPU is: the autograd engine counts the GPUs) or, on a machine with a GPU, ran a backward pass (its
-autograd threads do not survive a fork), whatever device the workers' runs use. Both were measured on an H100. A
-sweep whose workers are refused so runs its remaining runs here, one after another, with a warning: the same
-numbers, without the speed-up. To have the speed-up on such a machine, start the sweep in a fresh kernel before
-anything trains in it. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone,
-and `device_name` reads a GPU's name through nvidia-smi, so both may be asked before a sweep.
+Where a GPU is, PyTorch refuses to work in a process forked after its parent started the CUDA driver (anything moved
+to the GPU; also the first backward pass of any model, even on the CPU: the autograd engine counts the GPUs) or ran a
+backward pass (its autograd threads do not survive a fork), whatever device the workers' runs use; both were
+measured on an H100. A sweep whose forked workers are refused so runs its remaining runs here, one after another,
+with a warning: the same numbers, without the speed-up. Forked workers on a GPU were measured to work, and to be
+fast, in a process that had trained nothing before the sweep.
+
+`start="spawn"` starts fresh interpreters instead, and sends each task pickled by cloudpickle, which also pickles
+closures and a notebook's functions: no refusal, whatever this process did. A spawned worker starts from the imported
+modules, not from this process's state: its runs must not depend on global settings made here (e.g.
+`torch.backends.cuda.matmul.allow_tf32`), and what they capture is copied to each worker (a data set once per run).
+A task that cannot be pickled sends the runs to forked workers, with a warning. Spawned workers are checked on the
+CPU (the same numbers as one after another); on a GPU they are not measured yet (needs a GPU), so fork stays the
+default. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone, and
+`device_name` reads a GPU's name through nvidia-smi, so neither starts CUDA.
 """
 
 from __future__ import annotations
@@ -61,6 +68,12 @@ def cuda_started() -> bool:
     return driver.cuDeviceGetCount(ctypes.byref(count)) != 3
 
 
+def check_start(start: str) -> str:
+    if start not in ("fork", "spawn"):
+        raise ValueError(f"start must be 'fork' or 'spawn' (how the workers start), got {start!r}.")
+    return start
+
+
 def _timed(task: Callable[[], dict]) -> dict:
     start = time.perf_counter()
     out = dict(task())
@@ -88,18 +101,64 @@ def fork_refused(error: BaseException) -> bool:
     return any(text in str(error) for text in FORK_REFUSALS)
 
 
-def run_tasks(tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int = 1) -> Iterator[dict]:
+def _run_pickled(blob: bytes) -> dict:
+    import cloudpickle
+
+    return _timed(cloudpickle.loads(blob))
+
+
+def run_tasks(
+    tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int = 1, start: str = "fork"
+) -> Iterator[dict]:
     """Each task's result (its dict, with `wall_s` added when it has none), in the order of `tasks`; `jobs` worker
-    processes of `threads` PyTorch threads each, or this process alone when jobs is 1. A task's error stops the
-    rest and is raised here, after the results of the tasks before it. Where PyTorch refuses the workers (see the
-    module's text), the remaining tasks run here, one after another, with a warning."""
-    global _TASKS
-    check_jobs(jobs)
+    processes of `threads` PyTorch threads each, or this process alone when jobs is 1. `start`: how the workers
+    start, 'fork' (copies of this process) or 'spawn' (fresh interpreters; see the module's text). A task's error
+    stops the rest and is raised here, after the results of the tasks before it. Tasks that cannot be pickled for
+    spawned workers go to forked ones; where PyTorch refuses forked workers (see the module's text), the remaining
+    tasks run here, one after another; both with a warning."""
+    check_jobs(jobs), check_start(start)
     tasks = list(tasks)
     if jobs == 1 or len(tasks) <= 1:
         for task in tasks:
             yield _timed(task)
         return
+    if start == "spawn":
+        blobs = _pickled(tasks)
+        if blobs is not None:
+            yield from _spawned(blobs, jobs, threads)
+            return
+    yield from _forked(tasks, jobs, threads)
+
+
+def _pickled(tasks: list) -> list[bytes] | None:
+    import cloudpickle
+
+    try:
+        return [cloudpickle.dumps(task) for task in tasks]
+    except Exception as error:  # a closure over something that does not pickle (a generator, a lock, a file)
+        warnings.warn(
+            f"The runs cannot be sent to spawned workers ({type(error).__name__}: {error}); they go to forked "
+            f"workers instead.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def _spawned(blobs: list[bytes], jobs: int, threads: int) -> Iterator[dict]:
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(blobs)), context, initializer=_one_thread, initargs=(threads,)) as pool:
+        futures = [pool.submit(_run_pickled, blob) for blob in blobs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _forked(tasks: list, jobs: int, threads: int) -> Iterator[dict]:
+    global _TASKS
     _TASKS = tasks
     pool = ProcessPoolExecutor(
         min(jobs, len(tasks)), multiprocessing.get_context("fork"), initializer=_one_thread, initargs=(threads,)
@@ -116,10 +175,10 @@ def run_tasks(tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int =
                 warnings.warn(
                     f"The workers cannot run: PyTorch refuses a process forked after this one started CUDA or, "
                     f"where a GPU is, ran a backward pass. The remaining {len(tasks) - done} runs go here, one after "
-                    f"another, with the same numbers. For runs side by side, restart the kernel and start the sweep "
-                    f"before anything trains.",
+                    f"another, with the same numbers. For runs side by side, give spawned workers runs that pickle "
+                    f"(start='spawn'), or restart the kernel and start the sweep before anything trains.",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 break
             yield result
