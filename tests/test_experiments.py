@@ -225,8 +225,13 @@ def test_a_claim_its_design_could_not_test_says_so_and_stays_out_of_holm(tmp_pat
         exp.add("gap lr=0.003", seed, {"test_acc": a})
         exp.add("cls lr=0.003", seed, {"test_acc": b})
     same = exp.compare("gap lr=0.003", "gap lr=0.003", expect="greater")
-    row = exp.claim("c2", same, why="both poolings chose one rate", tested=False)
+    assert same["tested"] is False  # compare sees that its two arms are one condition
+    row = exp.claim("c2", same, why="both poolings chose one rate")
     assert row["verdict"] == NOT_TESTED and row["measured"] == "inconclusive"
+    differ = exp.compare("gap lr=0.003", "cls lr=0.003", expect="greater")
+    assert differ["tested"] and exp.claim("c2", differ)["verdict"] == "reproduced"
+    assert exp.claim("c2", differ, tested=False)["verdict"] == NOT_TESTED  # a design the notebook knows is no test
+    exp.claim("c2", same)
     exp.claim("c1", exp.compare("gap lr=0.003", "cls lr=0.003", expect="equal", margin=0.01))
     out = report(tmp_path)
     found = {c["id"]: c["quick"] for c in out["claims"] if c["quick"]}

@@ -142,6 +142,7 @@ class Experiment:
         va, vb = self._paired(a, b, metric) if paired else (self.values(a, metric), self.values(b, metric))
         out = {"a": a, "b": b, "metric": metric, "expect": expect, "margin": margin, "n": min(len(va), len(vb))}
         out["compared"] = f"{a} {fmt(va)} vs {b} {fmt(vb)}"
+        out["tested"] = a != b  # one condition against itself (two arms that chose one rate, say) tests nothing
         judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
         return self.converged({**judged, **out}, (a, b), metric)
 
@@ -171,8 +172,9 @@ class Experiment:
         vitlib.studies.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
         return it: diff, se, low, high, p, verdict, n and compared). Saved with the results.
 
-        tested=False when this run's design could not test the claim (its two arms turned out to be one condition,
-        say): the row's verdict is then NOT_TESTED whatever the interval says, the interval's verdict is kept as
+        Where the comparison's two arms turned out to be one condition (`compare` records it as tested=False: the two
+        poolings of c2 chose one rate, say), or `tested=False` says this run's design could not test the claim
+        otherwise, the row's verdict is NOT_TESTED whatever the interval says, the interval's verdict is kept as
         `measured`, and the claims report leaves it out of Holm's correction."""
         missing = [k for k in ("diff", "se", "low", "high", "p", "verdict", "n", "compared") if k not in comparison]
         if missing:
@@ -183,6 +185,7 @@ class Experiment:
         if comparison["verdict"] not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {comparison['verdict']!r}.")
         paper = CLAIMS[claim_id]  # a KeyError names an unknown claim
+        tested = tested and comparison.get("tested", True)
         if comparison.get("not_converged"):  # the notebook's reason was written for the interval's verdict
             (hit, runs), alone = comparison["hit_budget"], comparison["judged"]
             why = f"not converged: {hit} of {runs} runs hit their step budget (the interval alone: {alone})"
