@@ -3,6 +3,7 @@ one invocation, and a check that both give bit-identical numbers.
 
     python benchmarks/sweep_parallel.py                      # 09's reference recipe, 4 E_pos variants x 2 seeds
     python benchmarks/sweep_parallel.py --jobs 8 --device cuda --json results/gpu/sweep_parallel_8.json
+    python benchmarks/sweep_parallel.py --jobs 8 --device cuda --start spawn      # spawned workers (not measured yet)
 
 Every run is 09_position_embeddings' reference run on the bundled Fashion-MNIST (ViT-Micro/7 with 2 blocks, 2,000
 training images, batch 32, --steps steps, lr 3e-3), one PyTorch thread per run. The runs go through
@@ -39,8 +40,8 @@ from vitlib.utils import write_json  # noqa: E402
 VARIANTS = ("none", "learned", "learned2d", "sincos2d")
 
 
-def sweep(jobs: int, cfg: TrainConfig, data, seeds: list[int]) -> tuple[float, list[dict]]:
-    exp = Experiment("sweep", jobs=jobs)
+def sweep(jobs: int, cfg: TrainConfig, data, seeds: list[int], start: str = "fork") -> tuple[float, list[dict]]:
+    exp = Experiment("sweep", jobs=jobs, start=start)
     start = time.perf_counter()
     with exp.batch():
         for pos in VARIANTS:
@@ -69,6 +70,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=2, help="seeds per variant (runs = 4 x seeds)")
     ap.add_argument("--steps", type=int, default=1000, help="optimizer steps per run (09's reference budget)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--start", default="fork", choices=("fork", "spawn"), help="how the workers start (fork: default)")
     ap.add_argument("--json", default=None, help="also write the measurement to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -80,12 +82,12 @@ def main() -> int:
     seeds = list(range(args.seeds))
     gpu = torch.device(args.device).type == "cuda"
     if gpu:  # workers first: the one-worker sweep starts CUDA in this process
-        many, rows_many = sweep(args.jobs, cfg, data, seeds)
-        many_again, again = sweep(args.jobs, cfg, data, seeds)
+        many, rows_many = sweep(args.jobs, cfg, data, seeds, args.start)
+        many_again, again = sweep(args.jobs, cfg, data, seeds, args.start)
         one, rows_one = sweep(1, cfg, data, seeds)
     else:
         one, rows_one = sweep(1, cfg, data, seeds)
-        many, rows_many = sweep(args.jobs, cfg, data, seeds)
+        many, rows_many = sweep(args.jobs, cfg, data, seeds, args.start)
     same = rows_one == rows_many
     runs = len(rows_one)
     print(f"| runs | steps each | 1 worker | {args.jobs} workers | ratio | identical numbers |")
@@ -99,7 +101,7 @@ def main() -> int:
         "runs": runs,
         "steps": args.steps,
         "jobs": args.jobs,
-        "start": "fork",  # how the workers start
+        "start": args.start,  # how the workers start
         "seconds_1_worker": one,
         f"seconds_{args.jobs}_workers": many,
         "ratio": many / one,
