@@ -89,3 +89,9 @@ def test_rate_text_says_what_was_tried_and_whether_the_choice_is_bracketed():
     assert rate_text({"best": 2e-3 / 3, "lrs": [2e-3 / 3, 2e-3], "bracketed": False}).endswith(
         "-> 0.00067 (at the edge of what was tried)"
     )
+    widened = {"best": 0.009, "lrs": [0.001, 0.003, 0.009, 0.027], "widened": [0.027], "bracketed": True}
+    assert rate_text(widened) == "rates tried 0.001, 0.003, 0.009, 0.027 -> 0.009 (the grid widened by 0.027)"
+    assert rate_text({**widened, "best": 0.027, "bracketed": False}) == (
+        "rates tried 0.001, 0.003, 0.009, 0.027 -> 0.027 (the grid widened by 0.027; at the edge of what was tried)"
+    )
+    assert rate_text(widened, short=True) == "rate 0.009 (tried 0.001, 0.003, 0.009, 0.027, widened by 0.027)"

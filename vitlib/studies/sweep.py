@@ -129,14 +129,17 @@ def _chosen(exp: Experiment, group: str, widened: list[float], metric: str) -> d
 
 def rate_text(choice: dict, short: bool = False) -> str:
     """A rate choice of `choose_rates` or `bracketed_sweep`, as printed beside a verdict: 'rates tried 0.001, 0.003,
-    0.009 -> 0.003', or with short=True 'rate 0.003 (tried 0.001, 0.003, 0.009)'; a choice at the edge of its grid
-    says so."""
+    0.009 -> 0.003', or with short=True 'rate 0.003 (tried 0.001, 0.003, 0.009)'; a grid widened because a best rate
+    lay at its edge, and a choice still at the edge, say so."""
     tried = ", ".join(f"{lr:.2g}" for lr in choice["lrs"])
+    widened = ", ".join(f"{lr:.2g}" for lr in choice.get("widened") or ())
     if short:
-        return f"rate {choice['best']:.2g} (tried {tried}{'' if choice['bracketed'] else ', at the edge'})"
-    return f"rates tried {tried} -> {choice['best']:.2g}" + (
-        "" if choice["bracketed"] else " (at the edge of what was tried)"
+        notes = ([f"widened by {widened}"] if widened else []) + ([] if choice["bracketed"] else ["at the edge"])
+        return f"rate {choice['best']:.2g} (tried {tried}{''.join(', ' + n for n in notes)})"
+    notes = ([f"the grid widened by {widened}"] if widened else []) + (
+        [] if choice["bracketed"] else ["at the edge of what was tried"]
     )
+    return f"rates tried {tried} -> {choice['best']:.2g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def bracketed_sweep(
