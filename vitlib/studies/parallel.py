@@ -30,7 +30,6 @@ default. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leav
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import time
@@ -52,20 +51,6 @@ def check_jobs(jobs: int) -> int:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a whole number of runs at a time, at least 1, got {jobs!r}.")
     return jobs
-
-
-def cuda_started() -> bool:
-    """Whether this process has started the CUDA driver, through PyTorch or any other path (a backward pass does),
-    after which a worker forked from it cannot use the GPU. The driver answers CUDA_ERROR_NOT_INITIALIZED (3) until
-    cuInit."""
-    if torch.cuda.is_initialized():
-        return True
-    try:
-        driver = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False  # no NVIDIA driver here
-    count = ctypes.c_int()
-    return driver.cuDeviceGetCount(ctypes.byref(count)) != 3
 
 
 def check_start(start: str) -> str:
@@ -116,7 +101,8 @@ def run_tasks(
     stops the rest and is raised here, after the results of the tasks before it. Tasks that cannot be pickled for
     spawned workers go to forked ones; where PyTorch refuses forked workers (see the module's text), the remaining
     tasks run here, one after another; both with a warning."""
-    check_jobs(jobs), check_start(start)
+    check_jobs(jobs)
+    check_start(start)
     tasks = list(tasks)
     if jobs == 1 or len(tasks) <= 1:
         for task in tasks:

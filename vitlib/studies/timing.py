@@ -13,6 +13,7 @@ runs on it: compare them within one run only.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import platform
@@ -46,6 +47,7 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache  # Experiment.save asks at every row; the answer does not change
 def _nvidia_smi_name(index: int) -> str | None:
     try:
         out = subprocess.run(
