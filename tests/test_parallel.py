@@ -100,6 +100,10 @@ def test_the_benchmark_readme_quotes_the_measured_sweep():
     )
     assert row in (root / "benchmarks" / "README.md").read_text()
     assert m["identical"] and m["ratio"] <= 0.55  # the goal: two workers at most 0.55x the time of one
+    for start in ("fork", "spawn", "forkserver"):  # how the workers start, on the CPU
+        m = json.loads((root / "results" / "reference" / f"sweep_parallel_start_{start}.json").read_text())
+        row = f"| {start} | {m['runs']} | {m['steps']} | {m['seconds_1_worker']:.1f} s | {m['seconds_2_workers']:.1f} s"
+        assert row in (root / "benchmarks" / "README.md").read_text() and m["identical"] and m["start"] == start
     for jobs in (8, 16):  # on an H100
         g = json.loads((root / "results" / "gpu" / f"sweep_parallel_{jobs}.json").read_text())
         row = (
@@ -146,26 +150,38 @@ def test_other_errors_of_a_worker_are_not_mistaken_for_pytorch_refusing_a_fork()
     assert not fork_refused(ValueError("seed 2 diverged"))
 
 
-def test_spawned_workers_get_the_runs_by_cloudpickle_and_give_the_same_numbers(one_thread):
+@pytest.mark.parametrize("start", ["spawn", "forkserver"])
+def test_workers_that_start_afresh_get_the_runs_by_cloudpickle_and_give_the_same_numbers(one_thread, start):
     fn = train_run(CFG, model=lambda seed: create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
     tasks = [lambda seed=seed: {**fn(seed), "pid": os.getpid()} for seed in (0, 1)]  # closures, as a notebook's
-    spawned = list(run_tasks(tasks, jobs=2, start="spawn"))
+    fresh = list(run_tasks(tasks, jobs=2, start=start))
     here = list(run_tasks(tasks, jobs=1))
-    assert numbers(spawned) == numbers(here)
-    assert all(r["pid"] != os.getpid() for r in spawned) and spawned[0]["train_loss"] != spawned[1]["train_loss"]
+    assert numbers(fresh) == numbers(here)
+    assert all(r["pid"] != os.getpid() for r in fresh) and fresh[0]["train_loss"] != fresh[1]["train_loss"]
+
+
+def test_the_forkserver_starts_once_and_forks_the_workers_of_every_later_sweep():
+    def parent():
+        return {"parent": os.getppid(), "pid": os.getpid()}
+
+    first, second = (list(run_tasks([parent] * 2, jobs=2, start="forkserver")) for _ in range(2))
+    servers = {r["parent"] for r in first + second}
+    assert len(servers) == 1 and os.getpid() not in servers  # one server, not this process, for both sweeps
+    assert os.getpid() not in {r["pid"] for r in first + second}
 
 
 def test_runs_that_cannot_be_pickled_go_to_forked_workers_with_a_warning():
     numbers = (i for i in range(3))  # a generator does not pickle
     tasks = [lambda: {"pid": os.getpid(), "kind": type(numbers).__name__}] * 2
-    with pytest.warns(RuntimeWarning, match="cannot be sent to spawned workers"):
-        results = list(run_tasks(tasks, jobs=2, start="spawn"))
-    assert [r["kind"] for r in results] == ["generator"] * 2 and all(r["pid"] != os.getpid() for r in results)
+    for start in ("spawn", "forkserver"):
+        with pytest.warns(RuntimeWarning, match=f"cannot be sent to {start} workers"):
+            results = list(run_tasks(tasks, jobs=2, start=start))
+        assert [r["kind"] for r in results] == ["generator"] * 2 and all(r["pid"] != os.getpid() for r in results)
     exp = Experiment("spawned", jobs=2, start="spawn")
     with exp.batch():
         exp.run("c", lambda seed: {"pid": os.getpid(), "square": float(seed * seed)}, seeds=[2, 3])
     assert [r["square"] for r in exp.rows] == [4.0, 9.0] and all(r["pid"] != os.getpid() for r in exp.rows)
     with pytest.raises(ValueError, match="start must be"):
-        list(run_tasks(tasks, jobs=2, start="forkserver"))
+        list(run_tasks(tasks, jobs=2, start="threads"))
     with pytest.raises(ValueError, match="start must be"):
         Experiment("bad", start="threads")

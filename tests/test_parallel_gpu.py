@@ -1,7 +1,7 @@
 """On a GPU: a sweep's workers share the device, after the notebook has asked whether there is one and saved its
 results (both read without starting CUDA here). Each test runs in a fresh interpreter (spawned), whatever other tests
-did to CUDA in pytest's process. Skipped without a CUDA GPU. The forked workers' checks passed on an H100; the spawned
-workers' (start="spawn") have not run on a GPU yet."""
+did to CUDA in pytest's process. Skipped without a CUDA GPU. The forked workers' checks passed on an H100; those of
+the workers that start afresh (start="spawn" and "forkserver") have not run on a GPU yet."""
 
 import ctypes
 import dataclasses
@@ -79,8 +79,9 @@ def workers_after_cuda():
     assert [r["sum"] for r in results] == [6.0] * 3 and all(r["pid"] != os.getpid() for r in results)
     on_gpu()  # CUDA now started in this process
     assert cuda_started()
-    again = list(run_tasks([on_gpu] * 2, jobs=2, start="spawn"))  # spawned: unaffected
-    assert [r["sum"] for r in again] == [6.0] * 2 and all(r["pid"] != os.getpid() for r in again)
+    for start in ("spawn", "forkserver"):  # workers that start afresh: unaffected
+        again = list(run_tasks([on_gpu] * 2, jobs=2, start=start))
+        assert [r["sum"] for r in again] == [6.0] * 2 and all(r["pid"] != os.getpid() for r in again)
     with pytest.warns(RuntimeWarning, match="runs go here"):
         here = list(run_tasks([on_gpu] * 2, jobs=2))  # forked: refused, so they run here
     assert [r["sum"] for r in here] == [6.0] * 2 and all(r["pid"] == os.getpid() for r in here)
@@ -94,9 +95,10 @@ def backward_then_sweep():
     cfg = dataclasses.replace(CFG, device="cuda")
     fn = train_run(cfg, model=lambda seed: create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1))
     tasks = [lambda seed=seed: {**fn(seed), "pid": os.getpid()} for seed in (0, 1, 2)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no fallback
-        spawned = list(run_tasks(tasks, jobs=3, start="spawn"))
     here = list(run_tasks(tasks, jobs=1))
-    assert numbers(spawned) == numbers(here)
-    assert all(r["pid"] != os.getpid() for r in spawned)
+    for start in ("spawn", "forkserver"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback
+            fresh = list(run_tasks(tasks, jobs=3, start=start))
+        assert numbers(fresh) == numbers(here)
+        assert all(r["pid"] != os.getpid() for r in fresh)

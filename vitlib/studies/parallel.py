@@ -22,8 +22,13 @@ fast, in a process that had trained nothing before the sweep.
 closures and a notebook's functions: no refusal, whatever this process did. A spawned worker starts from the imported
 modules, not from this process's state: its runs must not depend on global settings made here (e.g.
 `torch.backends.cuda.matmul.allow_tf32`), and what they capture is copied to each worker (a data set once per run).
-A task that cannot be pickled sends the runs to forked workers, with a warning. Spawned workers are checked on the
-CPU (the same numbers as one after another); on a GPU they are not measured yet (needs a GPU), so fork stays the
+A task that cannot be pickled sends the runs to forked workers, with a warning.
+`start="forkserver"` sends them the same way to workers forked from a server process: a fresh interpreter that
+imports torch and vitlib once, the first time a sweep asks for it, and stays for the kernel's life. Its workers are as
+unaffected by this process as spawned ones, but do not each import torch: a notebook pays for that once, not at
+every sweep (on the 2-core CPU, 8 runs took 0.62x the time of one worker at 2 spawned workers, 0.68x at the first
+forkserver sweep and 0.61x at the next, against 0.53x forked: `benchmarks/README.md`). Both are checked on the CPU
+(the same numbers as one after another); on a GPU they are not measured yet (needs a GPU), so fork stays the
 default. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone, and
 `device_name` reads a GPU's name through nvidia-smi, so neither starts CUDA.
 """
@@ -53,9 +58,13 @@ def check_jobs(jobs: int) -> int:
     return jobs
 
 
+STARTS = ("fork", "spawn", "forkserver")  # how the workers start (see the module's text)
+PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
+
+
 def check_start(start: str) -> str:
-    if start not in ("fork", "spawn"):
-        raise ValueError(f"start must be 'fork' or 'spawn' (how the workers start), got {start!r}.")
+    if start not in STARTS:
+        raise ValueError(f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}.")
     return start
 
 
@@ -97,9 +106,10 @@ def run_tasks(
 ) -> Iterator[dict]:
     """Each task's result (its dict, with `wall_s` added when it has none), in the order of `tasks`; `jobs` worker
     processes of `threads` PyTorch threads each, or this process alone when jobs is 1. `start`: how the workers
-    start, 'fork' (copies of this process) or 'spawn' (fresh interpreters; see the module's text). A task's error
-    stops the rest and is raised here, after the results of the tasks before it. Tasks that cannot be pickled for
-    spawned workers go to forked ones; where PyTorch refuses forked workers (see the module's text), the remaining
+    start, 'fork' (copies of this process), 'spawn' (fresh interpreters) or 'forkserver' (copies of a fresh
+    interpreter that imported torch and vitlib once; see the module's text). A task's error stops the rest and is
+    raised here, after the results of the tasks before it. Tasks that cannot be pickled for spawned or forkserver
+    workers go to forked ones; where PyTorch refuses forked workers (see the module's text), the remaining
     tasks run here, one after another; both with a warning."""
     check_jobs(jobs)
     check_start(start)
@@ -108,22 +118,22 @@ def run_tasks(
         for task in tasks:
             yield _timed(task)
         return
-    if start == "spawn":
-        blobs = _pickled(tasks)
+    if start != "fork":
+        blobs = _pickled(tasks, start)
         if blobs is not None:
-            yield from _spawned(blobs, jobs, threads)
+            yield from _fresh(blobs, jobs, threads, start)
             return
     yield from _forked(tasks, jobs, threads)
 
 
-def _pickled(tasks: list) -> list[bytes] | None:
+def _pickled(tasks: list, start: str) -> list[bytes] | None:
     import cloudpickle
 
     try:
         return [cloudpickle.dumps(task) for task in tasks]
     except Exception as error:  # a closure over something that does not pickle (a generator, a lock, a file)
         warnings.warn(
-            f"The runs cannot be sent to spawned workers ({type(error).__name__}: {error}); they go to forked "
+            f"The runs cannot be sent to {start} workers ({type(error).__name__}: {error}); they go to forked "
             f"workers instead.",
             RuntimeWarning,
             stacklevel=3,
@@ -131,8 +141,11 @@ def _pickled(tasks: list) -> list[bytes] | None:
         return None
 
 
-def _spawned(blobs: list[bytes], jobs: int, threads: int) -> Iterator[dict]:
-    context = multiprocessing.get_context("spawn")
+def _fresh(blobs: list[bytes], jobs: int, threads: int, start: str) -> Iterator[dict]:
+    """The pickled tasks in spawned workers, or in workers forked from the forkserver (started with PRELOAD)."""
+    context = multiprocessing.get_context(start)
+    if start == "forkserver":
+        context.set_forkserver_preload(PRELOAD)  # read when the server starts; a running server keeps what it has
     with ProcessPoolExecutor(min(jobs, len(blobs)), context, initializer=_one_thread, initargs=(threads,)) as pool:
         futures = [pool.submit(_run_pickled, blob) for blob in blobs]
         try:
@@ -161,8 +174,9 @@ def _forked(tasks: list, jobs: int, threads: int) -> Iterator[dict]:
                 warnings.warn(
                     f"The workers cannot run: PyTorch refuses a process forked after this one started CUDA or, "
                     f"where a GPU is, ran a backward pass. The remaining {len(tasks) - done} runs go here, one after "
-                    f"another, with the same numbers. For runs side by side, give spawned workers runs that pickle "
-                    f"(start='spawn'), or restart the kernel and start the sweep before anything trains.",
+                    f"another, with the same numbers. For runs side by side, give workers that start afresh runs that "
+                    f"pickle (start='forkserver' or 'spawn'), or restart the kernel and start the sweep before "
+                    f"anything trains.",
                     RuntimeWarning,
                     stacklevel=3,
                 )
