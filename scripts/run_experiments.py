@@ -13,6 +13,10 @@ the executed copies go to runs/experiments-<scale>-<date-time>/. Then results/cl
 made again from everything under results/.
 
     python scripts/run_experiments.py --scale quick --jobs 8        # 8 runs side by side inside each notebook
+    python scripts/run_experiments.py --scale full --start forkserver   # on a GPU: workers that start afresh
+
+--start sets VITLIB_START for the notebooks: how their sweeps' workers start (vitlib.studies.parallel; fork unless
+given).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from vitlib.studies.claims import CLAIMS, SCALES, report  # noqa: E402
 from vitlib.studies.notebook import declared_parameters  # noqa: E402
-from vitlib.studies.parallel import check_jobs, default_jobs  # noqa: E402
+from vitlib.studies.parallel import START_VARIABLE, STARTS, check_jobs, default_jobs  # noqa: E402
 
 EXPERIMENTS = sorted({c["notebook"] for c in CLAIMS.values()})
 
@@ -45,10 +49,12 @@ def has_parameter(name: str, parameter: str) -> bool:
     return bool(cells) and parameter in declared_parameters("".join(cells[0]["source"]))
 
 
-def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int) -> tuple[str, float, int]:
+def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int, start: str | None) -> tuple[str, float, int]:
     out = ROOT / "results" / SCALES[scale] / name
-    start = time.perf_counter()
+    started = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+    if start:
+        env[START_VARIABLE] = start
     cmd = [
         sys.executable,
         "-m",
@@ -68,7 +74,7 @@ def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int) -> tuple
     ]
     with open(runs / f"{name}.log", "w") as log:
         code = subprocess.run(cmd, cwd=NOTEBOOKS, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
-    return name, time.perf_counter() - start, code
+    return name, time.perf_counter() - started, code
 
 
 def main() -> int:
@@ -83,6 +89,7 @@ def main() -> int:
         "one per core)",
     )
     ap.add_argument("--notebooks", type=int, default=1, help="notebooks at a time (default 1)")
+    ap.add_argument("--start", choices=STARTS, default=None, help="how the sweeps' workers start (default: fork)")
     ap.add_argument("--threads", type=int, default=1, help="PyTorch threads per notebook, outside its workers")
     args = ap.parse_args()
     for option, value in (("--jobs", args.jobs), ("--notebooks", args.notebooks)):
@@ -102,7 +109,9 @@ def main() -> int:
     )
     failed = []
     with ThreadPoolExecutor(args.notebooks) as pool:
-        for name, seconds, code in pool.map(lambda n: run_one(n, args.scale, runs, args.threads, args.jobs), names):
+        for name, seconds, code in pool.map(
+            lambda n: run_one(n, args.scale, runs, args.threads, args.jobs, args.start), names
+        ):
             print(
                 f"  {name:32s} {seconds / 60:6.1f} min{'  FAILED (see ' + str(runs / name) + '.log)' if code else ''}"
             )

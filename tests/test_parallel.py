@@ -170,6 +170,19 @@ def test_the_forkserver_starts_once_and_forks_the_workers_of_every_later_sweep()
     assert os.getpid() not in {r["pid"] for r in first + second}
 
 
+def test_vitlib_start_sets_how_workers_start_where_nobody_says(monkeypatch):
+    monkeypatch.delenv("VITLIB_START", raising=False)
+    assert Experiment("default").start == "fork"
+    monkeypatch.setenv("VITLIB_START", "forkserver")
+    assert Experiment("from the environment").start == "forkserver"
+    assert Experiment("named", start="spawn").start == "spawn"  # a start given by name wins
+    results = list(run_tasks([lambda: {"parent": os.getppid()}] * 2, jobs=2))  # from the server, not from here
+    assert all(r["parent"] != os.getpid() for r in results)
+    monkeypatch.setenv("VITLIB_START", "threads")
+    with pytest.raises(ValueError, match=r"\$VITLIB_START is 'threads': set it to one of fork, spawn, forkserver"):
+        Experiment("misspelt")
+
+
 def test_runs_that_cannot_be_pickled_go_to_forked_workers_with_a_warning():
     numbers = (i for i in range(3))  # a generator does not pickle
     tasks = [lambda: {"pid": os.getpid(), "kind": type(numbers).__name__}] * 2

@@ -17,7 +17,7 @@ import torch
 from .._version import __version__
 from ..utils import write_csv, write_json
 from .paper_claims import CLAIMS
-from .parallel import check_jobs, check_start, run_tasks
+from .parallel import check_jobs, check_start, default_start, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
 from .stats import NOT_TESTED, TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
@@ -37,15 +37,22 @@ class Experiment:
     """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed.
 
     `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `vitlib.studies.parallel`);
-    the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork' (the default),
-    'forkserver' or 'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this
-    process; the forkserver's workers start much sooner than spawned ones)."""
+    the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork', 'forkserver' or
+    'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this process; the
+    forkserver imports torch once for every sweep, where each spawned worker imports it); None: fork, unless the
+    environment variable VITLIB_START names another."""
 
     def __init__(
-        self, name: str, out: str | Path | None = None, params: dict | None = None, jobs: int = 1, start: str = "fork"
+        self,
+        name: str,
+        out: str | Path | None = None,
+        params: dict | None = None,
+        jobs: int = 1,
+        start: str | None = None,
     ):
         self.name, self.params = name, dict(params or {})
-        self.jobs, self.start = check_jobs(jobs), check_start(start)  # how a batch's workers start
+        self.jobs = check_jobs(jobs)
+        self.start = default_start() if start is None else check_start(start)  # how a batch's workers start
         self._queue: list | None = None  # the runs started inside `batch`, waiting for its end
         self.out = Path(out) if out else None
         self.rows: list[dict] = []

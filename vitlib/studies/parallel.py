@@ -23,14 +23,18 @@ closures and a notebook's functions: no refusal, whatever this process did. A sp
 modules, not from this process's state: its runs must not depend on global settings made here (e.g.
 `torch.backends.cuda.matmul.allow_tf32`), and what they capture is copied to each worker (a data set once per run).
 A task that cannot be pickled sends the runs to forked workers, with a warning.
+
 `start="forkserver"` sends them the same way to workers forked from a server process: a fresh interpreter that
 imports torch and vitlib once, the first time a sweep asks for it, and stays for the kernel's life. Its workers are as
 unaffected by this process as spawned ones, but do not each import torch: a notebook pays for that once, not at
 every sweep (on the 2-core CPU, 8 runs took 0.62x the time of one worker at 2 spawned workers, 0.68x at the first
 forkserver sweep and 0.61x at the next, against 0.53x forked: `benchmarks/README.md`). Both are checked on the CPU
 (the same numbers as one after another); on a GPU they are not measured yet (needs a GPU), so fork stays the
-default. Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone, and
-`device_name` reads a GPU's name through nvidia-smi, so neither starts CUDA.
+default. The environment variable VITLIB_START (fork, spawn or forkserver) changes the default of every sweep, e.g.
+`VITLIB_START=forkserver papermill ...` for a notebook whose parameters do not name it.
+
+Importing vitlib makes `torch.cuda.is_available()` ask NVML, which leaves the driver alone, and `device_name` reads a
+GPU's name through nvidia-smi, so neither starts CUDA.
 """
 
 from __future__ import annotations
@@ -62,9 +66,23 @@ STARTS = ("fork", "spawn", "forkserver")  # how the workers start (see the modul
 PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
 
 
+START_VARIABLE = "VITLIB_START"  # the default `start` of every sweep (e.g. for a notebook run by papermill on a GPU)
+
+
 def check_start(start: str) -> str:
     if start not in STARTS:
         raise ValueError(f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}.")
+    return start
+
+
+def default_start() -> str:
+    """How workers start where no `start` is given: $VITLIB_START when it is set, else 'fork'."""
+    start = os.environ.get(START_VARIABLE) or "fork"
+    if start not in STARTS:
+        raise ValueError(
+            f"${START_VARIABLE} is {start!r}: set it to one of {', '.join(STARTS)} (how a sweep's workers start), or "
+            f"unset it for fork."
+        )
     return start
 
 
@@ -102,17 +120,17 @@ def _run_pickled(blob: bytes) -> dict:
 
 
 def run_tasks(
-    tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int = 1, start: str = "fork"
+    tasks: Sequence[Callable[[], dict]], jobs: int = 1, threads: int = 1, start: str | None = None
 ) -> Iterator[dict]:
     """Each task's result (its dict, with `wall_s` added when it has none), in the order of `tasks`; `jobs` worker
     processes of `threads` PyTorch threads each, or this process alone when jobs is 1. `start`: how the workers
     start, 'fork' (copies of this process), 'spawn' (fresh interpreters) or 'forkserver' (copies of a fresh
-    interpreter that imported torch and vitlib once; see the module's text). A task's error stops the rest and is
-    raised here, after the results of the tasks before it. Tasks that cannot be pickled for spawned or forkserver
-    workers go to forked ones; where PyTorch refuses forked workers (see the module's text), the remaining
-    tasks run here, one after another; both with a warning."""
+    interpreter that imported torch and vitlib once; see the module's text); None: fork unless $VITLIB_START names
+    another. A task's error stops the rest and is raised here, after the results of the tasks before it. Tasks that
+    cannot be pickled for spawned or forkserver workers go to forked ones; where PyTorch refuses forked workers (see
+    the module's text), the remaining tasks run here, one after another; both with a warning."""
     check_jobs(jobs)
-    check_start(start)
+    start = default_start() if start is None else check_start(start)
     tasks = list(tasks)
     if jobs == 1 or len(tasks) <= 1:
         for task in tasks:
