@@ -63,10 +63,8 @@ def check_jobs(jobs: int) -> int:
 
 
 STARTS = ("fork", "spawn", "forkserver")  # how the workers start (see the module's text)
-PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
-
-
 START_VARIABLE = "VITLIB_START"  # the default `start` of every sweep (e.g. for a notebook run by papermill on a GPU)
+PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
 
 
 def check_start(start: str) -> str:
@@ -193,8 +191,8 @@ def _forked(tasks: list, jobs: int, threads: int) -> Iterator[dict]:
                     f"The workers cannot run: PyTorch refuses a process forked after this one started CUDA or, "
                     f"where a GPU is, ran a backward pass. The remaining {len(tasks) - done} runs go here, one after "
                     f"another, with the same numbers. For runs side by side, give workers that start afresh runs that "
-                    f"pickle (start='forkserver' or 'spawn'), or restart the kernel and start the sweep before "
-                    f"anything trains.",
+                    f"pickle (start='forkserver' or 'spawn', or the environment variable VITLIB_START=forkserver "
+                    f"before the kernel starts), or restart the kernel and start the sweep before anything trains.",
                     RuntimeWarning,
                     stacklevel=3,
                 )
