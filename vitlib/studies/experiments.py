@@ -17,7 +17,7 @@ import torch
 from .._version import __version__
 from ..utils import write_csv, write_json
 from .paper_claims import CLAIMS
-from .parallel import check_jobs, check_start, default_start, run_tasks
+from .parallel import check_jobs, check_start, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
 from .stats import NOT_TESTED, TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
@@ -52,7 +52,7 @@ class Experiment:
     ):
         self.name, self.params = name, dict(params or {})
         self.jobs = check_jobs(jobs)
-        self.start = default_start() if start is None else check_start(start)  # how a batch's workers start
+        self.start = check_start(start)  # how a batch's workers start
         self._queue: list | None = None  # the runs started inside `batch`, waiting for its end
         self.out = Path(out) if out else None
         self.rows: list[dict] = []

@@ -67,14 +67,14 @@ START_VARIABLE = "VITLIB_START"  # the default `start` of every sweep (e.g. for 
 PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
 
 
-def check_start(start: str) -> str:
-    if start not in STARTS:
-        raise ValueError(f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}.")
-    return start
-
-
-def default_start() -> str:
-    """How workers start where no `start` is given: $VITLIB_START when it is set, else 'fork'."""
+def check_start(start: str | None) -> str:
+    """How the workers start: `start` when given, else $VITLIB_START when it is set, else 'fork'."""
+    if start is not None:
+        if start not in STARTS:
+            raise ValueError(
+                f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}."
+            )
+        return start
     start = os.environ.get(START_VARIABLE) or "fork"
     if start not in STARTS:
         raise ValueError(
@@ -128,7 +128,7 @@ def run_tasks(
     cannot be pickled for spawned or forkserver workers go to forked ones; where PyTorch refuses forked workers (see
     the module's text), the remaining tasks run here, one after another; both with a warning."""
     check_jobs(jobs)
-    start = default_start() if start is None else check_start(start)
+    start = check_start(start)
     tasks = list(tasks)
     if jobs == 1 or len(tasks) <= 1:
         for task in tasks:
