@@ -98,3 +98,28 @@ def test_the_script_says_what_is_wrong_with_its_arguments(tmp_path):
     assert nothing.returncode != 0 and "no experiment file is in both" in nothing.stderr
     mixed = script(tmp_path / "committed", tmp_path / "committed" / "demo.json")
     assert mixed.returncode != 0 and "two files or two folders" in mixed.stderr
+
+
+def test_the_results_readme_says_what_the_committed_replications_measured():
+    """results/README.md's replication table against the comparison files it names (written by compare_runs.py)."""
+    text = (ROOT / "results" / "README.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `replication/20")]
+    assert len(rows) >= 3, "results/README.md lists the committed replications"
+    for row in rows:
+        name, _, found = [cell.strip() for cell in row.strip("|").split("|")]
+        comparisons = json.loads((ROOT / "results" / name.strip("`")).read_text())["comparisons"]
+        matched = sum(c["rows"]["matched"] for c in comparisons)
+        identical = sum(c["rows"]["identical"] for c in comparisons)
+        main = next(c for c in comparisons if not c["experiment"].endswith("rates"))
+        same_acc, rows_main = main["rows"]["same_test_acc"], main["rows"]["matched"]
+        moved = max(s["max_test_acc_diff"] for s in main["by_condition"].values())
+        if "every one of the" in found:
+            assert f"every one of the {matched} rows identical" in found and identical == matched
+        else:
+            assert identical < matched
+        if "rows keep their test accuracy" in found:
+            assert f"{same_acc} of {rows_main} rows keep their test accuracy" in found, (name, same_acc, rows_main)
+        if "up to" in found:
+            assert f"up to {moved:.4g}" in found or f"up to {moved:.3f}" in found, (name, moved)
+        for v in main["verdicts"]:
+            assert v["same_verdict"], f"{name}: {v['id']} changed its verdict, which the table must say"
