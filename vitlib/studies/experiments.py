@@ -243,8 +243,8 @@ class Experiment:
             "machine": platform.machine(),
             "threads": torch.get_num_threads(),
             "cpu": device_name(torch.device("cpu")),
-            # the kernels PyTorch dispatches to (AVX2, AVX512, ...): two machines that differ here differ in the last
-            # bits of a run's numbers (vitlib.studies.replication)
+            # the kernels PyTorch dispatches to (AVX2, AVX512, ...): a re-run on other kernels can differ in a run's
+            # last bits and, over thousands of steps, in its numbers (vitlib.studies.replication)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "gpu": device_name(torch.device("cuda")) if torch.cuda.is_available() else None,
             "minutes": (time.perf_counter() - self.started) / 60,

@@ -42,8 +42,7 @@ def compare_runs(committed: dict | str | Path, rerun: dict | str | Path) -> dict
 
     Returns the machines each names, the rows matched by (condition, seed) and how many are identical in every
     field but the timings (and in test accuracy), the largest difference of each numeric field, per condition the
-    same for test accuracy,
-    and every verdict before and after (its class, effect and interval)."""
+    same for test accuracy, and every verdict before and after (its class, effect and interval)."""
     a, b = _load(committed), _load(rerun)
     if a.get("experiment") != b.get("experiment"):
         raise ValueError(
@@ -53,39 +52,8 @@ def compare_runs(committed: dict | str | Path, rerun: dict | str | Path) -> dict
     key = lambda r: (r.get("condition"), r.get("seed"))  # noqa: E731
     rows_a, rows_b = {key(r): r for r in a.get("rows", [])}, {key(r): r for r in b.get("rows", [])}
     matched = [k for k in rows_a if k in rows_b]
-    max_diff: dict[str, float] = {}
-    differs: set[str] = set()
-    by_condition: dict[str, dict] = {}
-    for k in matched:
-        ra, rb = rows_a[k], rows_b[k]
-        fields = [f for f in dict.fromkeys([*ra, *rb]) if not is_timing(f)]
-        changed = [f for f in fields if not _same(ra.get(f), rb.get(f))]
-        differs.update(changed)
-        for f in fields:
-            if _number(ra.get(f)) and _number(rb.get(f)):
-                max_diff[f] = max(max_diff.get(f, 0.0), abs(ra[f] - rb[f]))
-        c = by_condition.setdefault(
-            str(k[0]), {"rows": 0, "identical": 0, "same_test_acc": 0, "max_test_acc_diff": 0.0}
-        )
-        c["rows"] += 1
-        c["identical"] += not changed
-        c["same_test_acc"] += "test_acc" not in changed
-        if _number(ra.get("test_acc")) and _number(rb.get("test_acc")):
-            c["max_test_acc_diff"] = max(c["max_test_acc_diff"], abs(ra["test_acc"] - rb["test_acc"]))
-    verdicts_a = {v["id"]: v for v in a.get("verdicts", [])}
-    verdicts_b = {v["id"]: v for v in b.get("verdicts", [])}
-    verdicts = []
-    for vid in dict.fromkeys([*verdicts_a, *verdicts_b]):
-        va, vb = verdicts_a.get(vid), verdicts_b.get(vid)
-        side = lambda v: None if v is None else {f: v.get(f) for f in ("verdict", "effect", "low", "high", "p")}  # noqa: E731
-        verdicts.append(
-            {
-                "id": vid,
-                "committed": side(va),
-                "rerun": side(vb),
-                "same_verdict": va is not None and vb is not None and va.get("verdict") == vb.get("verdict"),
-            }
-        )
+    rows = _compare_rows([(k[0], rows_a[k], rows_b[k]) for k in matched])
+    by_condition = rows["by_condition"]
     return {
         "experiment": a.get("experiment"),
         "machines": {
@@ -99,11 +67,55 @@ def compare_runs(committed: dict | str | Path, rerun: dict | str | Path) -> dict
             "only_committed": len(rows_a) - len(matched),
             "only_rerun": len(rows_b) - len(matched),
         },
+        **rows,
+        "verdicts": _compare_verdicts(a.get("verdicts", []), b.get("verdicts", [])),
+    }
+
+
+def _compare_rows(pairs: list[tuple]) -> dict:
+    """(condition, committed row, re-run row) -> the fields that differ, each field's largest difference, and per
+    condition how many rows are identical, keep their test accuracy, and how far test accuracy moved."""
+    max_diff: dict[str, float] = {}
+    differs: set[str] = set()
+    by_condition: dict[str, dict] = {}
+    for condition, ra, rb in pairs:
+        fields = [f for f in dict.fromkeys([*ra, *rb]) if not is_timing(f)]
+        changed = [f for f in fields if not _same(ra.get(f), rb.get(f))]
+        differs.update(changed)
+        for f in fields:
+            if _number(ra.get(f)) and _number(rb.get(f)):
+                max_diff[f] = max(max_diff.get(f, 0.0), abs(ra[f] - rb[f]))
+        c = by_condition.setdefault(
+            str(condition), {"rows": 0, "identical": 0, "same_test_acc": 0, "max_test_acc_diff": 0.0}
+        )
+        c["rows"] += 1
+        c["identical"] += not changed
+        c["same_test_acc"] += "test_acc" not in changed
+        if _number(ra.get("test_acc")) and _number(rb.get("test_acc")):
+            c["max_test_acc_diff"] = max(c["max_test_acc_diff"], abs(ra["test_acc"] - rb["test_acc"]))
+    return {
         "fields_that_differ": sorted(differs),
         "max_diff": {f: d for f, d in sorted(max_diff.items()) if d},
         "by_condition": by_condition,
-        "verdicts": verdicts,
     }
+
+
+def _compare_verdicts(committed: list[dict], rerun: list[dict]) -> list[dict]:
+    """Every verdict of either run: its class, effect, interval and p before and after, and whether the class held."""
+    va, vb = {v["id"]: v for v in committed}, {v["id"]: v for v in rerun}
+
+    def side(v):
+        return None if v is None else {f: v.get(f) for f in ("verdict", "effect", "low", "high", "p")}
+
+    return [
+        {
+            "id": vid,
+            "committed": side(va.get(vid)),
+            "rerun": side(vb.get(vid)),
+            "same_verdict": vid in va and vid in vb and va[vid].get("verdict") == vb[vid].get("verdict"),
+        }
+        for vid in dict.fromkeys([*va, *vb])
+    ]
 
 
 def _verdict_text(side: dict | None) -> str:
