@@ -35,6 +35,7 @@ from vitlib.data import get_dataset, subset  # noqa: E402
 from vitlib.model import create_model  # noqa: E402
 from vitlib.studies.experiments import Experiment  # noqa: E402
 from vitlib.studies.parallel import STARTS, default_jobs  # noqa: E402
+from vitlib.studies.replication import is_timing  # noqa: E402
 from vitlib.studies.timing import device_name  # noqa: E402
 from vitlib.train import TrainConfig  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
@@ -53,7 +54,7 @@ def sweep(jobs: int, cfg: TrainConfig, data, seeds: list[int], start: str = "for
 
             exp.train(pos, cfg, seeds, data=data, model=model)
     seconds = time.perf_counter() - start
-    return seconds, [{k: v for k, v in r.items() if k not in ("wall_s", "train_time_s")} for r in exp.rows]
+    return seconds, [{k: v for k, v in r.items() if not is_timing(k)} for r in exp.rows]
 
 
 def largest_difference(a: list[dict], b: list[dict]) -> dict:

@@ -69,19 +69,16 @@ PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # i
 
 def check_start(start: str | None) -> str:
     """How the workers start: `start` when given, else $VITLIB_START when it is set, else 'fork'."""
-    if start is not None:
-        if start not in STARTS:
-            raise ValueError(
-                f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}."
-            )
+    given = start is not None
+    start = start if given else os.environ.get(START_VARIABLE) or "fork"
+    if start in STARTS:
         return start
-    start = os.environ.get(START_VARIABLE) or "fork"
-    if start not in STARTS:
-        raise ValueError(
-            f"${START_VARIABLE} is {start!r}: set it to one of {', '.join(STARTS)} (how a sweep's workers start), or "
-            f"unset it for fork."
-        )
-    return start
+    if given:
+        raise ValueError(f"start must be one of {', '.join(map(repr, STARTS))} (how the workers start), got {start!r}.")
+    raise ValueError(
+        f"${START_VARIABLE} is {start!r}: set it to one of {', '.join(STARTS)} (how a sweep's workers start), or "
+        f"unset it for fork."
+    )
 
 
 def _timed(task: Callable[[], dict]) -> dict:

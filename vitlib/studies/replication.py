@@ -82,17 +82,16 @@ def _compare_rows(pairs: list[tuple]) -> dict:
         fields = [f for f in dict.fromkeys([*ra, *rb]) if not is_timing(f)]
         changed = [f for f in fields if not _same(ra.get(f), rb.get(f))]
         differs.update(changed)
-        for f in fields:
-            if _number(ra.get(f)) and _number(rb.get(f)):
-                max_diff[f] = max(max_diff.get(f, 0.0), abs(ra[f] - rb[f]))
+        diffs = {f: abs(ra[f] - rb[f]) for f in fields if _number(ra.get(f)) and _number(rb.get(f))}
+        for f, d in diffs.items():
+            max_diff[f] = max(max_diff.get(f, 0.0), d)
         c = by_condition.setdefault(
             str(condition), {"rows": 0, "identical": 0, "same_test_acc": 0, "max_test_acc_diff": 0.0}
         )
         c["rows"] += 1
         c["identical"] += not changed
         c["same_test_acc"] += "test_acc" not in changed
-        if _number(ra.get("test_acc")) and _number(rb.get("test_acc")):
-            c["max_test_acc_diff"] = max(c["max_test_acc_diff"], abs(ra["test_acc"] - rb["test_acc"]))
+        c["max_test_acc_diff"] = max(c["max_test_acc_diff"], diffs.get("test_acc", 0.0))
     return {
         "fields_that_differ": sorted(differs),
         "max_diff": {f: d for f, d in sorted(max_diff.items()) if d},
