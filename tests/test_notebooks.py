@@ -218,11 +218,11 @@ def test_the_prose_names_modules_and_functions_that_exist(path):
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
-def recorded_minutes(path: Path, scale: str) -> float | None:
+def recorded_minutes(nb: dict, path: Path, scale: str) -> float | None:
     """What a preset's run took when its outputs were committed: quick, the notebook's own papermill run; reference,
     the longest experiment file under results/reference/<notebook>/ (None where nothing is recorded)."""
     if scale == "quick":
-        seconds = load(path)["metadata"].get("papermill", {}).get("duration")
+        seconds = nb["metadata"].get("papermill", {}).get("duration")
         return None if seconds is None else seconds / 60
     files = sorted((RESULTS / "reference" / path.stem).glob("*.json"))
     return max((json.loads(f.read_text())["minutes"] for f in files), default=None)
@@ -232,10 +232,11 @@ def recorded_minutes(path: Path, scale: str) -> float | None:
 def test_the_time_a_preset_promises_is_the_time_it_took(path):
     """The preset's help ("quick: ... CPU ~3 min; reference: ... CPU ~21 min") against the committed runs' minutes:
     within a third or a minute. A preset whose run is committed must say how long it takes."""
-    cell = next(c for c in code_cells(load(path)) if "parameters" in tags(c))
+    nb = load(path)
+    cell = next(c for c in code_cells(nb) if "parameters" in tags(c))
     line = next((ln for ln in src(cell).splitlines() if ln.startswith("preset")), "")
     for scale in ("quick", "reference"):
-        recorded = recorded_minutes(path, scale)
+        recorded = recorded_minutes(nb, path, scale)
         part = re.search(rf"\b{scale}:[^;]*", line)
         stated = re.search(r"CPU ~(\d+(?:\.\d+)?) min", part.group(0)) if part else None
         if recorded is None or (part is None and scale == "quick"):  # 00-07 have no presets: their quick is the run
