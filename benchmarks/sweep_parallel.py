@@ -35,7 +35,7 @@ from vitlib.data import get_dataset, subset  # noqa: E402
 from vitlib.model import create_model  # noqa: E402
 from vitlib.studies.experiments import Experiment  # noqa: E402
 from vitlib.studies.parallel import STARTS, default_jobs  # noqa: E402
-from vitlib.studies.replication import is_timing  # noqa: E402
+from vitlib.studies.replication import is_timing, largest_differences  # noqa: E402
 from vitlib.studies.timing import device_name  # noqa: E402
 from vitlib.train import TrainConfig  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
@@ -55,16 +55,6 @@ def sweep(jobs: int, cfg: TrainConfig, data, seeds: list[int], start: str = "for
             exp.train(pos, cfg, seeds, data=data, model=model)
     seconds = time.perf_counter() - start
     return seconds, [{k: v for k, v in r.items() if not is_timing(k)} for r in exp.rows]
-
-
-def largest_difference(a: list[dict], b: list[dict]) -> dict:
-    """Per metric, the largest absolute difference between the same run in two sweeps."""
-    out: dict = {}
-    for ra, rb in zip(a, b, strict=True):
-        for k, v in ra.items():
-            if isinstance(v, float) and isinstance(rb.get(k), float):
-                out[k] = max(out.get(k, 0.0), abs(v - rb[k]))
-    return out
 
 
 def main() -> int:
@@ -114,12 +104,12 @@ def main() -> int:
         f"seconds_{args.jobs}_workers": many,
         "ratio": many / one,
         "identical": same,
-        "largest_difference_1_vs_workers": largest_difference(rows_one, rows_many),
+        "largest_difference_1_vs_workers": largest_differences(zip(rows_one, rows_many, strict=True)),
     }
     if twice:
         measured[f"seconds_{args.jobs}_workers_again"] = many_again
         measured["identical_workers_twice"] = again == rows_many
-        measured["largest_difference_workers_twice"] = largest_difference(again, rows_many)
+        measured["largest_difference_workers_twice"] = largest_differences(zip(again, rows_many, strict=True))
     if not same or gpu:
         for key in [k for k in measured if k.startswith(("largest", "identical_"))]:
             print(f"{key}: {measured[key]}")

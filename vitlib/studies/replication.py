@@ -72,19 +72,32 @@ def compare_runs(committed: dict | str | Path, rerun: dict | str | Path) -> dict
     }
 
 
+def row_differences(ra: dict, rb: dict) -> dict[str, float]:
+    """The absolute difference of every numeric field two rows share, timings left out."""
+    fields = [f for f in ra if f in rb and not is_timing(f)]
+    return {f: abs(ra[f] - rb[f]) for f in fields if _number(ra[f]) and _number(rb[f])}
+
+
+def largest_differences(pairs) -> dict[str, float]:
+    """Per numeric field, the largest difference over (row, row) pairs (0.0 where every pair agrees)."""
+    largest: dict[str, float] = {}
+    for ra, rb in pairs:
+        for f, d in row_differences(ra, rb).items():
+            largest[f] = max(largest.get(f, 0.0), d)
+    return largest
+
+
 def _compare_rows(pairs: list[tuple]) -> dict:
     """(condition, committed row, re-run row) -> the fields that differ, each field's largest difference, and per
     condition how many rows are identical, keep their test accuracy, and how far test accuracy moved."""
-    max_diff: dict[str, float] = {}
+    max_diff = largest_differences((ra, rb) for _, ra, rb in pairs)
     differs: set[str] = set()
     by_condition: dict[str, dict] = {}
     for condition, ra, rb in pairs:
         fields = [f for f in dict.fromkeys([*ra, *rb]) if not is_timing(f)]
         changed = [f for f in fields if not _same(ra.get(f), rb.get(f))]
         differs.update(changed)
-        diffs = {f: abs(ra[f] - rb[f]) for f in fields if _number(ra.get(f)) and _number(rb.get(f))}
-        for f, d in diffs.items():
-            max_diff[f] = max(max_diff.get(f, 0.0), d)
+        diffs = row_differences(ra, rb)
         c = by_condition.setdefault(
             str(condition), {"rows": 0, "identical": 0, "same_test_acc": 0, "max_test_acc_diff": 0.0}
         )
