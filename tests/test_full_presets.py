@@ -7,8 +7,8 @@ images, seeds: the model sizes, patch sizes and everything else stay the preset'
 as the bundled subset (a `sitecustomize` put on its `PYTHONPATH`, for these runs only), so the preset's data path and
 shapes are exercised offline. One test class per notebook, so that `--dist loadscope` spreads them over the workers.
 
-They take about 10 minutes on 2 cores, so `make test` lists them as skipped and `make test-full-presets` (environment
-VITLIB_FULL_PRESETS=1) runs them; CI runs both.
+They take about 10 minutes on 2 cores, so `make test` lists them as skipped and `make test-presets` (environment
+VITLIB_FULL_PRESETS=1, with the experiment notebooks' first variants) runs them; CI runs both.
 """
 
 import json
@@ -68,7 +68,7 @@ def run_full_preset(path: Path, tmp_path: Path, monkeypatch) -> None:
 
 
 def _full_class(path: Path):
-    @pytest.mark.skipif(os.environ.get("VITLIB_FULL_PRESETS") != "1", reason="make test-full-presets runs them")
+    @pytest.mark.skipif(os.environ.get("VITLIB_FULL_PRESETS") != "1", reason="make test-presets runs them")
     def test_full_preset_runs_to_its_end(self, tmp_path, monkeypatch):
         run_full_preset(path, tmp_path, monkeypatch)
 

@@ -5,8 +5,13 @@ its metadata (`metadata.vitlib.variants`), a few non-default parameter sets (oth
 they are run here with papermill, each in a fresh folder. One test class per notebook, so that pytest-xdist's
 `--dist loadscope` spreads the notebooks over its workers.
 
-`make test` runs the first variant of every notebook (within its time budget); `make test-variants` (environment
-VITLIB_VARIANTS=all) runs every one of them.
+Which ones run (environment VITLIB_VARIANTS):
+- unset (`make test`): the first variant of every notebook without presets (00-05, 07, 20: 5-30 s each). The
+  experiment notebooks' first variants (those with a `preset` parameter, 06 and 08-19: 17-65 s each, 7-8 minutes of
+  `make test`'s 2 cores) are listed as skipped: nbval runs those notebooks at their quick preset anyway, and
+  `make test` stays within its 30 minutes;
+- `presets` (`make test-presets`, which CI runs after `make test`): the first variant of each experiment notebook;
+- `first`: the first variant of every notebook; `all` (`make test-variants`): every variant of every notebook.
 """
 
 import json
@@ -51,11 +56,36 @@ def run_variant(path: Path, index: int, tmp_path: Path):
     execute(path, tmp_path, variants(nb)[index], declared(nb))
 
 
-def _variant_class(path: Path):
-    ids = list(range(len(variants(load(path)))))
-    if os.environ.get("VITLIB_VARIANTS", "first") != "all":
-        ids = ids[:1]
+SELECTIONS = ("", "presets", "first", "all")  # VITLIB_VARIANTS: which variants run (see the module's text)
 
+
+def selection() -> str:
+    chosen = os.environ.get("VITLIB_VARIANTS", "")
+    if chosen not in SELECTIONS:
+        raise ValueError(f"VITLIB_VARIANTS={chosen!r}: use presets, first or all, or leave it unset (make test).")
+    return chosen
+
+
+def has_presets(nb) -> bool:
+    return "preset" in declared(nb)
+
+
+def selected(nb, chosen: str) -> tuple[list[int], str | None]:
+    """(the indices of the variants to run, why the first one is skipped or None)."""
+    ids = list(range(len(variants(nb))))
+    if chosen == "all":
+        return ids, None
+    if chosen == "" and has_presets(nb):
+        return ids[:1], "an experiment notebook's variant: make test-presets runs it (CI does, after make test)"
+    if chosen == "presets" and not has_presets(nb):
+        return ids[:1], "a notebook without presets: make test runs its first variant"
+    return ids[:1], None
+
+
+def _variant_class(path: Path):
+    ids, skip = selected(load(path), selection())
+
+    @pytest.mark.skipif(skip is not None, reason=skip or "")
     @pytest.mark.parametrize("index", ids, ids=[f"variant{i}" for i in ids])
     def test_runs_to_its_end(self, index, tmp_path):
         run_variant(path, index, tmp_path)
@@ -66,3 +96,22 @@ def _variant_class(path: Path):
 for _path in NOTEBOOKS:
     _cls = _variant_class(_path)
     globals()[_cls.__name__] = _cls
+
+
+def test_make_test_and_make_test_presets_share_out_every_first_variant():
+    """Every notebook's first variant runs in exactly one of the two (make test, make test-presets), and nowhere is a
+    selection misspelt without a clear error."""
+    for path in NOTEBOOKS:
+        nb = load(path)
+        runs = [selected(nb, chosen)[1] is None for chosen in ("", "presets")]
+        assert sum(runs) == 1, f"{path.name}: its first variant runs in {sum(runs)} of make test and make test-presets"
+        assert selected(nb, "first") == ([0], None)
+        assert selected(nb, "all") == (list(range(len(variants(nb)))), None)
+    skipped = [p.name[:2] for p in NOTEBOOKS if selected(load(p), "")[1]]
+    assert skipped == ["06", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"]
+
+
+def test_a_misspelt_selection_is_refused(monkeypatch):
+    monkeypatch.setenv("VITLIB_VARIANTS", "firts")
+    with pytest.raises(ValueError, match="VITLIB_VARIANTS=.firts.: use presets, first or all"):
+        selection()
