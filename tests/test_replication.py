@@ -121,5 +121,6 @@ def test_the_results_readme_says_what_the_committed_replications_measured():
             assert f"{same_acc} of {rows_main} rows keep their test accuracy" in found, (name, same_acc, rows_main)
         if "up to" in found:
             assert f"up to {moved:.4g}" in found or f"up to {moved:.3f}" in found, (name, moved)
-        for v in main["verdicts"]:
-            assert v["same_verdict"], f"{name}: {v['id']} changed its verdict, which the table must say"
+        for v in main["verdicts"]:  # a verdict that changed class is named, "a1 reproduced -> inconclusive"
+            change = f"{v['id']} {(v['committed'] or {}).get('verdict')} -> {(v['rerun'] or {}).get('verdict')}"
+            assert v["same_verdict"] or change in found, f"{name}: the table must say {change!r}"
