@@ -53,7 +53,7 @@ test-variants: setup
 
 # the experiment notebooks (those with presets), which nbval runs at quick in `make test`, at their first non-default
 # parameter set and at their `full` preset with its budgets shrunk, on the bundled data; make test leaves both out to
-# stay within 30 minutes (about 15 minutes on 2 cores; CI runs it after make test)
+# stay within 30 minutes (21 minutes on 2 cores, measured; CI runs it after make test)
 test-presets: setup
 	VITLIB_VARIANTS=presets VITLIB_FULL_PRESETS=1 OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_notebook_variants.py \
 		tests/test_full_presets.py -q -n auto --dist loadscope --durations=20
