@@ -8,7 +8,14 @@ import torch
 from vitlib import create_model
 from vitlib.data import Dataset, TensorSplit
 from vitlib.objectives.dino import DINO, DINOHead, dino_loss, entropies, teacher_momentum, updated_centre
-from vitlib.studies.dino import cls_attention, foreground_patches, foreground_share, make_views, pretrain_dino
+from vitlib.studies.dino import (
+    cls_attention,
+    foreground_patches,
+    foreground_share,
+    knn_monitor,
+    make_views,
+    pretrain_dino,
+)
 from vitlib.studies.probe import knn_accuracy
 from vitlib.train import TrainConfig
 
@@ -123,6 +130,81 @@ def test_centring_and_sharpening_keep_the_teacher_from_collapsing_on_random_data
     assert full[-1]["h_mean"] > one[-1]["h_mean"], "without centring the outputs gather on fewer prototypes"
     assert full[-1]["h_each"] < uniform[-1]["h_each"], "without sharpening every output drifts towards uniform"
     assert all(math.isfinite(r["loss"]) for r in full)
+
+
+def monitored_run(scores, steps=40, evaluations=10, **options):
+    """A DINO run of `steps` (eval every steps // evaluations) whose monitor returns `scores` one after another and
+    records the teacher's weights it was shown; patience 2, one tenfold drop of the rate under 'plateau'."""
+    seen, it = [], iter(scores)
+
+    def monitor(teacher):
+        seen.append({k: v.clone() for k, v in teacher.state_dict().items()})
+        return next(it)
+
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=32,
+        lr=3e-3,
+        weight_decay=0.04,
+        grad_clip=3.0,
+        warmup_epochs=1 / 8,
+        device="cpu",
+        schedule="plateau",
+        patience=2,
+        lr_drops=1,
+    )
+    dino, history = pretrain_dino(
+        tiny_vit(),
+        random_data(256),
+        cfg,
+        momentum=0.99,
+        prototypes=16,
+        hidden=16,
+        bottleneck=8,
+        monitor=monitor,
+        evaluations=evaluations,
+        **options,
+    )
+    return dino, history, seen
+
+
+def test_a_monitored_dino_run_stops_on_its_plateau_and_keeps_the_best_teacher():
+    # evaluated every 4 steps: best at step 8, no better at 12, 16 (stall: the rate drops tenfold), 20, 24 (stall: stop)
+    dino, history, seen = monitored_run([0.1, 0.5, 0.4, 0.3, 0.2, 0.2, 0.9, 0.9, 0.9, 0.9])
+    assert dino.stopping == dict(stopped="plateau", steps=24, best_step=8, best_score=0.5)
+    assert [r["step"] for r in history if "monitor" in r] == [4, 8, 12, 16, 20, 24]
+    assert all(torch.equal(v, seen[1][k]) for k, v in dino.teacher.state_dict().items()), "the best teacher is kept"
+    assert not all(torch.equal(v, seen[-1][k]) for k, v in dino.teacher.state_dict().items())
+
+
+def test_a_monitored_dino_run_that_keeps_improving_uses_its_whole_budget():
+    dino, history, _ = monitored_run([0.1 * i for i in range(1, 11)])
+    assert dino.stopping == dict(stopped="budget", steps=40, best_step=40, best_score=pytest.approx(1.0))
+    assert len(history) == 40
+
+
+def test_a_dino_run_without_a_monitor_runs_its_budget_and_says_so():
+    cfg = TrainConfig(steps=3, batch_size=32, lr=3e-3, warmup_epochs=1 / 8, device="cpu")
+    dino, history = pretrain_dino(tiny_vit(), random_data(64), cfg, prototypes=16, hidden=16, bottleneck=8)
+    assert dino.stopping == dict(stopped="budget", steps=3, best_step=3, best_score=None) and len(history) == 3
+
+
+def test_a_monitored_dino_run_needs_patience():
+    with pytest.raises(ValueError, match="patience >= 1"):
+        pretrain_dino(tiny_vit(), random_data(64), TrainConfig(steps=3, batch_size=32), monitor=lambda t: 0.0)
+
+
+def test_the_knn_monitor_scores_the_validation_split_and_refuses_a_data_set_without_one():
+    g = torch.Generator().manual_seed(0)
+    labels = torch.arange(60) % 2
+    images = (labels.view(-1, 1, 1, 1) * 200 + torch.randint(0, 40, (60, 1, 28, 28), generator=g)).to(torch.uint8)
+    train, val = TensorSplit(images[:40], labels[:40]), TensorSplit(images[40:], labels[40:])
+    data = Dataset("two", train, val, val, ("dark", "bright"), 1, 28, (0.5,), (0.5,))
+    assert knn_monitor(data, k=5)(tiny_vit()) == 1.0, (
+        "two classes apart in brightness: even a random ViT separates them"
+    )
+    with pytest.raises(ValueError, match="validation split"):
+        knn_monitor(random_data(64))
 
 
 def test_knn_votes_by_cosine_similarity_weighted_by_temperature():

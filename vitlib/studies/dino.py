@@ -2,6 +2,9 @@
 training images without their labels, then ask where its [class] token looks.
 
     dino, history = pretrain_dino(vit, data, TrainConfig(steps=100, weight_decay=0.04, grad_clip=3.0))  # per step
+    cfg = TrainConfig(steps=4000, schedule="plateau", patience=3, lr_drops=1, weight_decay=0.04, grad_clip=3.0)
+    dino, history = pretrain_dino(vit, data, cfg, monitor=knn_monitor(data))  # until val k-NN stops improving
+    dino.stopping  # {'stopped': 'plateau' or 'budget', 'steps', 'best_step', 'best_score'}
     share = foreground_share(weights[-1], raw_images, patch_size)  # [class] attention on the object, per image
 
 Why its own training function, not `vitlib.train.train`: one DINO step is more than `objective.loss` + AdamW. Every
@@ -12,7 +15,9 @@ the recipe is a `TrainConfig`, the optimiser and its schedule are the loop's (`p
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import torch
@@ -22,8 +27,9 @@ from torch import nn
 from ..data import Dataset
 from ..model import VisionTransformer
 from ..objectives.dino import DINO, entropies, teacher_momentum
-from ..train import TrainConfig, check_config, lr_lambda, param_groups, resolve_device
+from ..train import TrainConfig, check_config, lr_lambda, param_groups, plateau_stop, resolve_device
 from .attention_maps import class_attention
+from .probe import extract_features, knn_accuracy
 
 
 def dino_views(scale: tuple[float, float] = (0.35, 1.0), blur: float = 0.5, image_size: int = 28) -> T.Compose:
@@ -57,6 +63,8 @@ def pretrain_dino(
     *,
     momentum: float = 0.996,
     n_local: int = 0,
+    monitor: Callable[[VisionTransformer], float] | None = None,
+    evaluations: int = 40,
     **dino_options,
 ) -> tuple[DINO, list[dict]]:
     """Train DINO(vit) on batches of data.train's images (labels never read) with cfg's recipe, as `vitlib.train`
@@ -65,8 +73,20 @@ def pretrain_dino(
     in full precision: cfg's augment, mixup, cutmix, label smoothing, EMA and precision play no part). DINO's paper
     uses weight_decay=0.04 and grad_clip=3. Its own options: the teacher's starting `momentum` (rising to 1), `n_local`
     local views per image, and DINO's (`prototypes`, `centring`, `tau_t`, ...). Returns the model (on the CPU, in eval
-    mode) and one row per step: loss, teacher momentum, the teacher's two entropies."""
+    mode) and one row per step: loss, teacher momentum, the teacher's two entropies.
+
+    With `monitor` (the teacher backbone -> a validation score, higher better; `knn_monitor`), cfg.steps is a budget:
+    the teacher is scored about `evaluations` times over it, and the run stops by the course's rule (`plateau_stop`:
+    cfg.patience evaluations without a better score, after cfg.lr_drops tenfold drops of the rate under cfg.schedule
+    'plateau'), keeping the weights of the best score (rows of those steps carry 'monitor'). The teacher's momentum
+    still rises along a cosine over the whole budget. `dino.stopping` says how the run ended: 'stopped' ('plateau',
+    or 'budget' when the budget ran out first or there was no monitor), 'steps' taken, 'best_step', 'best_score'."""
     check_config(cfg)
+    if monitor is not None and (cfg.patience < 1 or evaluations < 1):
+        raise ValueError(
+            f"a monitored DINO run stops after cfg.patience evaluations without progress: set patience >= 1 and "
+            f"evaluations >= 1 (got {cfg.patience} and {evaluations})."
+        )
     images, device = data.train.images, resolve_device(cfg.device)
     per_epoch = len(images) // cfg.batch_size
     if per_epoch == 0:
@@ -79,6 +99,7 @@ def pretrain_dino(
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup))
     g, history = torch.Generator().manual_seed(cfg.seed), []
     order, start = torch.randperm(len(images), generator=g), time.perf_counter()
+    every, best, stopped = max(1, steps // evaluations), {}, "budget"
     for step in range(steps):
         at = (step * cfg.batch_size) % len(images)
         if at + cfg.batch_size > len(images):
@@ -96,7 +117,36 @@ def pretrain_dino(
         h_mean, h_each = entropies(torch.cat(teacher), dino.centre, dino.tau_t)
         elapsed = time.perf_counter() - start
         history.append(dict(step=step + 1, loss=loss.item(), momentum=m, h_mean=h_mean, h_each=h_each, time_s=elapsed))
+        if monitor is not None and ((step + 1) % every == 0 or step + 1 == steps):
+            history[-1]["monitor"] = score = float(monitor(dino.teacher))
+            dino.train()
+            if not best or score > best["score"]:
+                best.update(score=score, epoch=step + 1, weights=copy.deepcopy(dino.state_dict()))
+            if plateau_stop(best, step + 1, cfg.patience * every, cfg, optimizer, scheduler):
+                stopped = "plateau"
+                break
+    if best:
+        dino.load_state_dict(best["weights"])
+    dino.stopping = dict(
+        stopped=stopped, steps=len(history), best_step=best.get("epoch", len(history)), best_score=best.get("score")
+    )
     return dino.cpu().eval(), history
+
+
+def knn_monitor(data: Dataset, k: int = 20, temperature: float = 0.07) -> Callable[[nn.Module], float]:
+    """A `pretrain_dino` monitor: the weighted k-NN accuracy of a backbone's features on data.val, with data.train's
+    images (and labels) as the memory, on the device the backbone is on -- the validation score DINO's runs stop on
+    and choose their rate by."""
+    if data.val is None:
+        raise ValueError("knn_monitor scores on the validation split, and this data set has none (val_fraction=0).")
+
+    def score(net: nn.Module) -> float:
+        device = next(net.parameters()).device
+        train_f, train_y = extract_features(net, data.train, data, device=device)
+        val_f, val_y = extract_features(net, data.val, data, device=device)
+        return knn_accuracy(train_f, train_y, val_f, val_y, k=k, temperature=temperature)
+
+    return score
 
 
 def collapse_runs(vit_fn, data: Dataset, settings: dict[str, dict], cfg: TrainConfig, **options) -> dict[str, list]:

@@ -13,7 +13,7 @@ from .ema import EMA
 from .evaluate import evaluate
 from .factory import Result, autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
-from .loop import NonFiniteLossError, train
+from .loop import NonFiniteLossError, plateau_stop, train
 from .optim import lr_lambda, param_groups
 from .presets import PRESETS, Preset, get_preset, preset_options
 from .pretrained import load_pretrained, save_model
@@ -40,6 +40,7 @@ __all__ = [
     "model_config",
     "resolve_device",
     "NonFiniteLossError",
+    "plateau_stop",
     "train",
     "lr_lambda",
     "param_groups",

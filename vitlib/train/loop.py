@@ -205,20 +205,25 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
 
 
 def stalled(run: Run, epoch: int) -> bool:
-    """Whether the validation score has not improved for `patience` evaluations (since the best one, or since the
-    last drop of the rate). With schedule plateau a stall first lowers the rate tenfold (cfg.lr_drops times) and the
-    run goes on; the stall after the last drop, or any stall under another schedule, ends the run."""
-    if not run.best:
+    """Whether the validation score has not improved for `patience` evaluations: `plateau_stop` in epochs."""
+    return plateau_stop(run.best, epoch, run.cfg.patience * run.cfg.eval_every, run.cfg, run.optimizer, run.scheduler)
+
+
+def plateau_stop(best: dict, at: int, span: int, cfg: TrainConfig, optimizer, scheduler) -> bool:
+    """The course's stopping rule: whether the score has not improved for `span` (epochs or steps, as `at` counts)
+    since the best one (best['epoch']) or the last drop of the rate. With cfg.schedule plateau a stall first lowers
+    the rate tenfold (cfg.lr_drops times; recorded in `best`) and the run goes on; the stall after the last drop, or
+    any stall under another schedule, ends the run. `best` empty (nothing evaluated yet): never a stall."""
+    if not best:
         return False
-    since = epoch - max(run.best["epoch"], run.best.get("dropped_at", 0))
-    if since < run.cfg.patience * run.cfg.eval_every:
+    if at - max(best["epoch"], best.get("dropped_at", 0)) < span:
         return False
-    drops = run.best.get("drops", 0)
-    if run.cfg.schedule == "plateau" and drops < run.cfg.lr_drops:
-        run.scheduler.base_lrs = [lr * 0.1 for lr in run.scheduler.base_lrs]  # kept in the scheduler's state
-        for group in run.optimizer.param_groups:  # from the next step on, not one step later
+    drops = best.get("drops", 0)
+    if cfg.schedule == "plateau" and drops < cfg.lr_drops:
+        scheduler.base_lrs = [lr * 0.1 for lr in scheduler.base_lrs]  # kept in the scheduler's state
+        for group in optimizer.param_groups:  # from the next step on, not one step later
             group["lr"] *= 0.1
-        run.best.update(drops=drops + 1, dropped_at=epoch)
+        best.update(drops=drops + 1, dropped_at=at)
         return False
     return True
 
