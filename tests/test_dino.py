@@ -9,9 +9,11 @@ from vitlib import create_model
 from vitlib.data import Dataset, TensorSplit
 from vitlib.objectives.dino import DINO, DINOHead, dino_loss, entropies, teacher_momentum, updated_centre
 from vitlib.studies.dino import (
+    blur,
     cls_attention,
     foreground_patches,
     foreground_share,
+    jitter,
     knn_monitor,
     make_views,
     pretrain_dino,
@@ -113,6 +115,31 @@ def test_views_are_normalised_crops_of_the_same_size():
     assert len(views) == 4 and all(v.shape == (4, 1, 28, 28) for v in views)
     assert all(v.min() >= -1 - 1e-5 and v.max() <= 1 + 1e-5 for v in views)
     assert not torch.allclose(views[0], views[1])
+
+
+def test_every_image_of_a_batch_gets_its_own_view():
+    images = random_data(1).train.images.repeat(16, 1, 1, 1)  # one image, 16 times
+    torch.manual_seed(0)
+    view = make_views(images, 1)[0]
+    assert len({tuple(v.flatten()[:50].tolist()) for v in view}) == 16, "16 copies, 16 different crops"
+    torch.manual_seed(0)
+    assert torch.equal(make_views(images, 1)[0], view), "the same seed, the same views"
+
+
+def test_jitter_and_blur_keep_what_they_must():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(8, 1, 28, 28, generator=g)
+    assert torch.equal(jitter(x, g, p=0.0), x) and torch.equal(blur(x, g, p=0.0), x), "p = 0: untouched"
+    flat = torch.full((8, 1, 28, 28), 0.3)
+    assert torch.allclose(blur(flat, g, p=1.0), flat, atol=1e-6), "a normalised kernel leaves a flat image flat"
+    y = jitter(x, g, p=1.0, strength=0.4)
+    assert y.min() >= 0 and y.max() <= 1 and not torch.allclose(y, x)
+    sharp = torch.zeros(1, 1, 5, 5)
+    sharp[0, 0, 2, 2] = 1.0
+    blurred = blur(sharp, g, p=1.0, sigma=(1.0, 1.0))
+    k = torch.exp(-torch.tensor([1.0, 0.0, 1.0]) / 2)
+    k = k / k.sum()
+    assert torch.allclose(blurred[0, 0, 1:4, 1:4], k[:, None] * k[None, :], atol=1e-6), "the 3x3 Gaussian of sigma 1"
 
 
 def test_centring_and_sharpening_keep_the_teacher_from_collapsing_on_random_data():

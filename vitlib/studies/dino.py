@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import torch
-import torchvision.transforms.v2 as T
+import torch.nn.functional as F
 from torch import nn
 
-from ..data import Dataset
+from ..data import Dataset, TensorSplit, random_resized_crop_flip
 from ..model import VisionTransformer
 from ..objectives.dino import DINO, entropies, teacher_momentum
 from ..train import TrainConfig, check_config, lr_lambda, param_groups, plateau_stop, resolve_device
@@ -32,28 +32,54 @@ from .attention_maps import class_attention
 from .probe import extract_features, knn_accuracy
 
 
-def dino_views(scale: tuple[float, float] = (0.35, 1.0), blur: float = 0.5, image_size: int = 28) -> T.Compose:
-    """One view of a grey image in [0, 1] (1, H, W): DINO's global-crop recipe, scaled down to 28 px (random
-    resized crop, flip, brightness/contrast jitter, Gaussian blur; no colour: the images are grey)."""
-    return T.Compose(
-        [
-            T.RandomResizedCrop(image_size, scale=scale, antialias=True),
-            T.RandomHorizontalFlip(),
-            T.RandomApply([T.ColorJitter(brightness=0.4, contrast=0.4)], p=0.8),
-            T.RandomApply([T.GaussianBlur(3, sigma=(0.1, 1.0))], p=blur),
-        ]
-    )
+def jitter(x: torch.Tensor, generator: torch.Generator, p: float = 0.8, strength: float = 0.4) -> torch.Tensor:
+    """Per-image brightness then contrast jitter (factors drawn in [1 - strength, 1 + strength]; contrast about the
+    image's mean, as transforms v2's ColorJitter for a grey image), applied to each image with probability p;
+    images in [0, 1], vectorised."""
+    u = torch.rand(x.shape[0], 3, generator=generator, device=generator.device).to(x.device).view(-1, 3, 1, 1, 1)
+    y = (x * (1 - strength + 2 * strength * u[:, 1])).clamp(0, 1)
+    m = y.mean(dim=(1, 2, 3), keepdim=True)
+    y = ((y - m) * (1 - strength + 2 * strength * u[:, 2]) + m).clamp(0, 1)
+    return torch.where(u[:, 0] < p, y, x)
 
 
-def make_views(images: torch.Tensor, n_global: int = 2, n_local: int = 0, mean=(0.5,), std=(0.5,)) -> list:
-    """`n_global` global views (crops of 35-100 % of the image; the first blurred often, the second rarely, as in DINO)
-    and `n_local` local views (crops of 10-35 %, resized to the same size), each (B, C, H, W) and normalised."""
-    x = images.float() / 255 if images.dtype == torch.uint8 else images
-    size = x.shape[-1]
-    recipes = [dino_views((0.35, 1.0), 1.0 if i == 0 else 0.1, size) for i in range(n_global)]
-    recipes += [dino_views((0.1, 0.35), 0.5, size) for _ in range(n_local)]
+def blur(
+    x: torch.Tensor, generator: torch.Generator, p: float = 0.5, sigma: tuple[float, float] = (0.1, 1.0)
+) -> torch.Tensor:
+    """Per-image 3x3 Gaussian blur (sigma drawn in `sigma`, reflected borders), applied to each image with
+    probability p; vectorised as one grouped convolution."""
+    b, c, h, w = x.shape
+    u = torch.rand(b, 2, generator=generator, device=generator.device).to(x.device)
+    s = sigma[0] + (sigma[1] - sigma[0]) * u[:, 1:]
+    k = torch.exp(-(torch.tensor([-1.0, 0.0, 1.0], device=x.device) ** 2) / (2 * s**2))
+    k = k / k.sum(1, keepdim=True)  # (b, 3): a normalised 1D kernel per image
+    weight = (k[:, :, None] * k[:, None, :]).repeat_interleave(c, 0).unsqueeze(1)  # (b * c, 1, 3, 3)
+    y = F.conv2d(F.pad(x.reshape(1, b * c, h, w), (1, 1, 1, 1), mode="reflect"), weight, groups=b * c)
+    return torch.where(u[:, 0].view(-1, 1, 1, 1) < p, y.reshape(b, c, h, w), x)
+
+
+def dino_view(
+    x: torch.Tensor, generator: torch.Generator, scale: tuple[float, float] = (0.35, 1.0), blur_p: float = 0.5
+) -> torch.Tensor:
+    """One view of each image of a batch in [0, 1] (B, C, H, W): DINO's global-crop recipe, scaled down to the
+    images' size (random resized crop at the full size, flip, brightness/contrast jitter, Gaussian blur; no colour:
+    the images are grey), every draw per image, vectorised (`random_resized_crop_flip`, `jitter`, `blur`)."""
+    x = random_resized_crop_flip(x, generator, scale=scale, ratio=(3 / 4, 4 / 3)).clamp(0, 1)
+    return blur(jitter(x, generator), generator, p=blur_p)
+
+
+def make_views(
+    images: torch.Tensor, n_global: int = 2, n_local: int = 0, mean=(0.5,), std=(0.5,), generator=None
+) -> list:
+    """`n_global` global views (crops of 35-100 % of the image; the first blurred always, the second rarely, as in
+    DINO) and `n_local` local views (crops of 10-35 %, resized to the same size, blurred half the time), each
+    (B, C, H, W) and normalised; the draws come from `generator` (default: torch's global one)."""
+    g = torch.default_generator if generator is None else generator
+    x = images.float() / 255 if images.dtype == torch.uint8 else images.float()
+    recipes = [((0.35, 1.0), 1.0 if i == 0 else 0.1) for i in range(n_global)]
+    recipes += [((0.1, 0.35), 0.5)] * n_local
     m, s = torch.tensor(mean).view(1, -1, 1, 1), torch.tensor(std).view(1, -1, 1, 1)
-    return [(torch.stack([tf(im) for im in x]) - m) / s for tf in recipes]
+    return [(dino_view(x, g, scale, p) - m) / s for scale, p in recipes]
 
 
 def pretrain_dino(
@@ -133,16 +159,19 @@ def pretrain_dino(
     return dino.cpu().eval(), history
 
 
-def knn_monitor(data: Dataset, k: int = 20, temperature: float = 0.07) -> Callable[[nn.Module], float]:
-    """A `pretrain_dino` monitor: the weighted k-NN accuracy of a backbone's features on data.val, with data.train's
-    images (and labels) as the memory, on the device the backbone is on -- the validation score DINO's runs stop on
-    and choose their rate by."""
+def knn_monitor(
+    data: Dataset, memory: TensorSplit | None = None, k: int = 20, temperature: float = 0.07
+) -> Callable[[nn.Module], float]:
+    """A `pretrain_dino` monitor: the weighted k-NN accuracy of a backbone's features on data.val, with `memory`'s
+    images and labels as the neighbours (default: data.train), on the device the backbone is on -- the validation
+    score DINO's runs stop on and choose their rate by."""
     if data.val is None:
         raise ValueError("knn_monitor scores on the validation split, and this data set has none (val_fraction=0).")
+    memory = data.train if memory is None else memory
 
     def score(net: nn.Module) -> float:
         device = next(net.parameters()).device
-        train_f, train_y = extract_features(net, data.train, data, device=device)
+        train_f, train_y = extract_features(net, memory, data, device=device)
         val_f, val_y = extract_features(net, data.val, data, device=device)
         return knn_accuracy(train_f, train_y, val_f, val_y, k=k, temperature=temperature)
 
