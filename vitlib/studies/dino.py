@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import matplotlib.pyplot as plt
 import torch
@@ -82,6 +82,48 @@ def make_views(
     return [(dino_view(x, g, scale, p) - m) / s for scale, p in recipes]
 
 
+def batches(images: torch.Tensor, batch_size: int, seed: int) -> Iterator[torch.Tensor]:
+    """Batches of `images` without end, step s from offset s * batch_size (mod the set's size) of a seeded random
+    order, drawn anew (and started at 0) where a batch would run past the end."""
+    g = torch.Generator().manual_seed(seed)
+    order, step = torch.randperm(len(images), generator=g), 0
+    while True:
+        at = (step * batch_size) % len(images)
+        if at + batch_size > len(images):
+            order, at = torch.randperm(len(images), generator=g), 0
+        yield images[order[at : at + batch_size]]
+        step += 1
+
+
+def dino_step(dino: DINO, views: list[torch.Tensor], optimizer, scheduler, grad_clip: float, momentum: float):
+    """One DINO step: the student's loss on the views, an optimizer step (clipped at grad_clip when > 0), then the
+    teacher follows the student with this step's momentum. Returns the loss and the teacher's outputs."""
+    loss, teacher = dino(views)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(dino.student_parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    dino.update_teacher(momentum)
+    return loss, teacher
+
+
+def dino_budget(cfg: TrainConfig, n_images: int, monitored: bool, evaluations: int) -> tuple[int, int]:
+    """cfg's steps and warm-up steps for a DINO run on n_images, after checking that cfg (and, for a monitored run,
+    its patience and number of evaluations) can be run."""
+    check_config(cfg)
+    if monitored and (cfg.patience < 1 or evaluations < 1):
+        raise ValueError(
+            f"a monitored DINO run stops after cfg.patience evaluations without progress: set patience >= 1 and "
+            f"evaluations >= 1 (got {cfg.patience} and {evaluations})."
+        )
+    per_epoch = n_images // cfg.batch_size
+    if per_epoch == 0:
+        raise ValueError(f"the training set ({n_images} images) is smaller than one batch ({cfg.batch_size}).")
+    return cfg.steps or cfg.epochs * per_epoch, max(1, round(cfg.warmup_epochs * per_epoch))
+
+
 def pretrain_dino(
     vit: VisionTransformer,
     data: Dataset,
@@ -107,39 +149,19 @@ def pretrain_dino(
     'plateau'), keeping the weights of the best score (rows of those steps carry 'monitor'). The teacher's momentum
     still rises along a cosine over the whole budget. `dino.stopping` says how the run ended: 'stopped' ('plateau',
     or 'budget' when the budget ran out first or there was no monitor), 'steps' taken, 'best_step', 'best_score'."""
-    check_config(cfg)
-    if monitor is not None and (cfg.patience < 1 or evaluations < 1):
-        raise ValueError(
-            f"a monitored DINO run stops after cfg.patience evaluations without progress: set patience >= 1 and "
-            f"evaluations >= 1 (got {cfg.patience} and {evaluations})."
-        )
     images, device = data.train.images, resolve_device(cfg.device)
-    per_epoch = len(images) // cfg.batch_size
-    if per_epoch == 0:
-        raise ValueError(f"the training set ({len(images)} images) is smaller than one batch ({cfg.batch_size}).")
-    steps, warmup = cfg.steps or cfg.epochs * per_epoch, max(1, round(cfg.warmup_epochs * per_epoch))
+    steps, warmup = dino_budget(cfg, len(images), monitored=monitor is not None, evaluations=evaluations)
     torch.manual_seed(cfg.seed)
     dino = DINO(vit, **dino_options).to(device).train()
     groups = param_groups(nn.ModuleList([dino.student, dino.student_head]), cfg.weight_decay)
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup))
-    g, history = torch.Generator().manual_seed(cfg.seed), []
-    order, start = torch.randperm(len(images), generator=g), time.perf_counter()
+    history, start = [], time.perf_counter()
     every, best, stopped = max(1, steps // evaluations), {}, "budget"
-    for step in range(steps):
-        at = (step * cfg.batch_size) % len(images)
-        if at + cfg.batch_size > len(images):
-            order, at = torch.randperm(len(images), generator=g), 0
-        views = make_views(images[order[at : at + cfg.batch_size]], dino.n_global, n_local, data.mean, data.std)
-        loss, teacher = dino([v.to(device) for v in views])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(dino.student_parameters(), cfg.grad_clip)
-        optimizer.step()
-        scheduler.step()
+    for step, batch in zip(range(steps), batches(images, cfg.batch_size, cfg.seed)):
+        views = make_views(batch, dino.n_global, n_local, data.mean, data.std)
         m = teacher_momentum(step, steps, momentum)
-        dino.update_teacher(m)
+        loss, teacher = dino_step(dino, [v.to(device) for v in views], optimizer, scheduler, cfg.grad_clip, m)
         h_mean, h_each = entropies(torch.cat(teacher), dino.centre, dino.tau_t)
         elapsed = time.perf_counter() - start
         history.append(dict(step=step + 1, loss=loss.item(), momentum=m, h_mean=h_mean, h_each=h_each, time_s=elapsed))
