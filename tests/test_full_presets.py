@@ -8,7 +8,7 @@ as the bundled subset (a `sitecustomize` put on its `PYTHONPATH`, for these runs
 shapes are exercised offline. One test class per notebook, so that `--dist loadscope` spreads them over the workers.
 
 They take about 10 minutes on 2 cores, so `make test` lists them as skipped and `make test-presets` (environment
-VITLIB_FULL_PRESETS=1, with the experiment notebooks' first variants) runs them; CI runs both.
+VITLIB_FULL_PRESETS=1, with the experiment notebooks' first variants) runs them; CI runs both, time allowing (.ci/run).
 """
 
 import json

@@ -10,7 +10,8 @@ Which ones run (environment VITLIB_VARIANTS):
   experiment notebooks' first variants (those with a `preset` parameter, 06 and 08-19: 17-65 s each, 7-8 minutes of
   `make test`'s 2 cores) are listed as skipped: nbval runs those notebooks at their quick preset anyway, and
   `make test` stays within its 30 minutes;
-- `presets` (`make test-presets`, which CI runs after `make test`): the first variant of each experiment notebook;
+- `presets` (`make test-presets`, which CI runs after `make test` where time allows): the first variant of each
+  experiment notebook;
 - `first`: the first variant of every notebook; `all` (`make test-variants`): every variant of every notebook.
 """
 
@@ -76,7 +77,7 @@ def selected(nb, chosen: str) -> tuple[list[int], str | None]:
     if chosen == "all":
         return ids, None
     if chosen == "" and has_presets(nb):
-        return ids[:1], "an experiment notebook's variant: make test-presets runs it (CI does, after make test)"
+        return ids[:1], "an experiment notebook's variant: make test-presets runs it (CI: time allowing)"
     if chosen == "presets" and not has_presets(nb):
         return ids[:1], "a notebook without presets: make test runs its first variant"
     return ids[:1], None
