@@ -108,3 +108,23 @@ def test_a_claim_that_did_not_converge_says_what_the_interval_alone_would_say():
     row = exp.claim("b1", exp.compare("a", "b"), why="a reason written for the interval's verdict")
     assert row["verdict"] == "inconclusive"
     assert row["why"] == "not converged: 10 of 10 runs hit their step budget (the interval alone: reproduced)"
+
+
+def test_arms_fine_tuned_from_a_pre_training_that_hit_its_budget_are_not_evidence():
+    """Fine-tuning runs that all stopped on a plateau, started from pre-trainings that mostly ran out of budget: the
+    comparison counts both stages and is 'inconclusive' (not converged); with finished pre-trainings it stands."""
+    exp = Experiment("upstream")
+    exp.run("pretrain", lambda s: {"loss": 1.0, "stopped": "budget" if s < 3 else "plateau"}, seeds=range(5))
+    for cond, base in (("a", 0.80), ("b", 0.70)):
+        exp.run(cond, lambda s, base=base: {"test_acc": base + 0.001 * s, "stopped": "plateau"}, seeds=range(5))
+    judged = exp.compare("a", "b", upstream=["pretrain"])
+    assert judged["verdict"] == "inconclusive" and judged["hit_budget"] == [3, 15] and judged["judged"] == "reproduced"
+    row = exp.claim("h1", judged)
+    assert row["why"] == (
+        "not converged: 3 of 15 runs hit their step budget, 3 of the 5 the arms start from (the interval alone: "
+        "reproduced)"
+    )
+    assert exp.compare("a", "b")["verdict"] == "reproduced"  # without the pre-training: the fine-tuning alone
+    exp.rows = [{**r, "stopped": "plateau"} for r in exp.rows]
+    judged = exp.compare("a", "b", upstream=["pretrain"])
+    assert judged["verdict"] == "reproduced" and judged["hit_budget"] == [0, 15]

@@ -139,12 +139,14 @@ class Experiment:
         expect: str = "greater",
         margin: float | None = None,
         paired: bool = False,
+        upstream: Iterable[str] = (),
     ) -> dict:
         """Difference a - b of `metric` over the seeds and the verdict on the claim 'a <expect> b': expect 'greater'
         or 'less' (a direction), or 'equal' with an equivalence `margin` stated in advance.
 
         The course's one rule (`stats.t_verdict`, `stats.tost`): Welch's t, or the paired t with `paired` (a[i] and
-        b[i] share seed i), the interval, p and test recorded; 'inconclusive' when most runs hit their budget."""
+        b[i] share seed i), the interval, p and test recorded; 'inconclusive' when most runs hit their budget
+        (`converged`; `upstream`: the conditions whose runs the arms start from, a pre-training say)."""
         if expect == "equal" and margin is None:
             raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
         va, vb = self._paired(a, b, metric) if paired else (self.values(a, metric), self.values(b, metric))
@@ -152,16 +154,24 @@ class Experiment:
         out["compared"] = f"{a} {fmt(va)} vs {b} {fmt(vb)}"
         out["tested"] = a != b  # one condition against itself (two arms that chose one rate, say) tests nothing
         judged = tost(va, vb, margin, paired) if expect == "equal" else t_verdict(va, vb, expect, paired)
-        return self.converged({**judged, **out}, (a, b), metric)
+        return self.converged({**judged, **out}, (a, b), metric, upstream)
 
-    def converged(self, out: dict, conditions: Iterable[str], metric: str = "test_acc") -> dict:
+    def converged(
+        self, out: dict, conditions: Iterable[str], metric: str = "test_acc", upstream: Iterable[str] = ()
+    ) -> dict:
         """Count the runs of `conditions` behind a judged comparison (`compare`'s, or a `stats.contrast`) that hit their
-        budget (stopped='budget'); when most did, the verdict is 'inconclusive' (not converged)."""
+        budget (stopped='budget'); when most did, the verdict is 'inconclusive' (not converged). The runs of
+        `upstream` conditions (a pre-training the arms are fine-tuned from) are counted with them and judged apart:
+        when most of those hit their budget, the arms started from an unfinished model, and the verdict is
+        'inconclusive' too."""
         runs = [r for r in self.rows if r["condition"] in conditions and r.get(metric) is not None and "stopped" in r]
-        if runs:
-            hit = sum(r["stopped"] == "budget" for r in runs)
-            out["hit_budget"] = [hit, len(runs)]
-            if 2 * hit > len(runs):
+        before = [r for r in self.rows if r["condition"] in set(upstream) and "stopped" in r]
+        hits = [sum(r["stopped"] == "budget" for r in group) for group in (runs, before)]
+        if runs or before:
+            out["hit_budget"] = [sum(hits), len(runs) + len(before)]
+            if before:
+                out["upstream_hit_budget"] = [hits[1], len(before)]
+            if 2 * hits[0] > len(runs) or 2 * hits[1] > len(before):
                 out["judged"], out["verdict"], out["not_converged"] = out["verdict"], "inconclusive", True
         return out
 
@@ -196,7 +206,9 @@ class Experiment:
         tested = tested and comparison.get("tested", True)
         if comparison.get("not_converged"):  # the notebook's reason was written for the interval's verdict
             (hit, runs), alone = comparison["hit_budget"], comparison["judged"]
-            why = f"not converged: {hit} of {runs} runs hit their step budget (the interval alone: {alone})"
+            first = comparison.get("upstream_hit_budget")
+            of_first = f", {first[0]} of the {first[1]} the arms start from" if first else ""
+            why = f"not converged: {hit} of {runs} runs hit their step budget{of_first} (the interval alone: {alone})"
         row = {
             "id": claim_id,
             "claim": paper["claim"],

@@ -1,9 +1,13 @@
 """Self-supervised pre-training (section 4.6) in one call: `vitlib.train.train` with an objective that returns its
-own loss (`MaskedPatchPrediction`, `MAE`) — the same loop, optimiser (AdamW, linear warm-up, cosine decay, clipping
-at global norm 1), checkpoints and `torchrun` as supervised training; labels are never looked at. Then fine-tune the
+own loss (`MaskedPatchPrediction`, `MAE`) — the same loop, optimiser (AdamW, linear warm-up, decay, clipping at
+global norm 1), checkpoints and `torchrun` as supervised training; labels are never looked at. Then fine-tune the
 ViT inside the objective with `vitlib.train`.
 
     history = pretrain(MAE(vit), data, TrainConfig(epochs=10, batch_size=256, lr=1.5e-3, progress=False))
+
+With `patience` in the config, the run stops when the objective's loss on `data.val` (the same hidden patches at
+every evaluation) has stopped falling — the course's plateau rule, as for supervised runs — and the objective keeps
+the weights of its best evaluation.
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from torch import nn
 from ..data import Dataset
 from ..objectives import objective_name
 from ..train import TrainConfig, train
+from .runs import stop_reason
 
 
 def pretrain(objective: nn.Module, data: Dataset, cfg: TrainConfig) -> list[dict]:
     """Minimise objective(images) -> (loss, ...) over data.train with cfg's recipe (epochs or steps, batch, AdamW,
     warm-up and decay, clipping, augmentation, seed, device, progress, ...); returns one row per epoch (loss, time_s).
-    The objective is the model's (cfg.objective follows it), and nothing is evaluated: a pre-training loss only."""
+
+    Without cfg.patience nothing is evaluated: a pre-training loss only, for every epoch of the budget. With it, each
+    row also has the validation loss (`val_loss`, every cfg.eval_every epochs), the run ends on a plateau of it, and
+    the last row says why the run ended (`stopped`: 'plateau' or 'budget') and which epoch's weights the objective
+    now holds (`best_epoch`)."""
     kind = objective_name(objective)
     if kind == "classify":
         raise TypeError(
@@ -28,6 +37,17 @@ def pretrain(objective: nn.Module, data: Dataset, cfg: TrainConfig) -> list[dict
             f"MaskedPatchPrediction), got {type(objective).__name__}; train a classifier with "
             f"vitlib.train.train."
         )
-    run_cfg = dataclasses.replace(cfg, objective=kind, eval_every=0, eval_test=False)
+    watch = bool(cfg.patience)
+    if watch and data.val is None:
+        raise ValueError(
+            "pretrain with patience stops when the objective's loss on data.val stops falling, but this data set has "
+            "no validation split: give it one (vitlib.data.get_dataset(..., val_fraction=0.1)), or set patience=0 "
+            "for a fixed number of epochs."
+        )
+    run_cfg = dataclasses.replace(cfg, objective=kind, eval_every=cfg.eval_every if watch else 0, eval_test=False)
     result = train(run_cfg, model=objective, data=data)
-    return [{"epoch": r["epoch"], "loss": r["train_loss"], "time_s": r["time_s"]} for r in result.history]
+    keys = {"epoch": "epoch", "train_loss": "loss", "time_s": "time_s", "val_loss": "val_loss"}
+    rows = [{new: r[old] for old, new in keys.items() if old in r} for r in result.history]
+    if watch:
+        rows[-1].update(stopped=stop_reason(result), best_epoch=result.best_epoch or rows[-1]["epoch"])
+    return rows
