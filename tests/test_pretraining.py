@@ -279,3 +279,30 @@ def test_a_parsed_command_line_still_makes_a_train_config():
     args = vars(make_parser().parse_args(["--epochs", "2", "--objective", "mae"]))
     assert "preset" not in args and "list_presets" not in args
     assert TrainConfig(**args) == TrainConfig(epochs=2, objective="mae")
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_the_vectorized_cpu_optimizer_gives_the_per_tensor_loops_numbers_bit_for_bit(optimizer):
+    # make_optimizer asks for foreach kernels on a CPU (PyTorch's default there is a loop over the tensors): the
+    # weights after a few steps of a small ViT, with weight decay, clipping and the schedule, must not move by one bit
+    from vitlib.model import create_model
+    from vitlib.train.optim import make_optimizer
+
+    cfg = TrainConfig(optimizer=optimizer, lr=0.01, momentum=0.9, weight_decay=0.1)
+    images, labels = torch.randn(16, 1, 28, 28, generator=torch.Generator().manual_seed(0)), torch.arange(16) % 10
+    weights = {}
+    for foreach in (True, False):
+        torch.manual_seed(0)
+        model = create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1)
+        opt, schedule = make_optimizer(model, cfg, torch.device("cpu"), 10, 2)
+        assert opt.defaults["foreach"] is True
+        for group in opt.param_groups:
+            group["foreach"] = foreach
+        for _ in range(5):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(images), labels).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            schedule.step()
+        weights[foreach] = [p.detach().clone() for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(weights[True], weights[False]))

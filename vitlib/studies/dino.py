@@ -154,7 +154,7 @@ def pretrain_dino(
     torch.manual_seed(cfg.seed)
     dino = DINO(vit, **dino_options).to(device).train()
     groups = param_groups(nn.ModuleList([dino.student, dino.student_head]), cfg.weight_decay)
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=True)  # as a GPU's default
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup))
     history, start = [], time.perf_counter()
     every, best, stopped = max(1, steps // evaluations), {}, "budget"
