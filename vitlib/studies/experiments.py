@@ -164,8 +164,9 @@ class Experiment:
         `upstream` conditions (a pre-training the arms are fine-tuned from) are counted with them and judged apart:
         when most of those hit their budget, the arms started from an unfinished model, and the verdict is
         'inconclusive' too."""
+        conditions, upstream = set(conditions), set(upstream)
         runs = [r for r in self.rows if r["condition"] in conditions and r.get(metric) is not None and "stopped" in r]
-        before = [r for r in self.rows if r["condition"] in set(upstream) and "stopped" in r]
+        before = [r for r in self.rows if r["condition"] in upstream and "stopped" in r]
         hits = [sum(r["stopped"] == "budget" for r in group) for group in (runs, before)]
         if runs or before:
             out["hit_budget"] = [sum(hits), len(runs) + len(before)]
