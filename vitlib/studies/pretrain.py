@@ -45,9 +45,15 @@ def pretrain(objective: nn.Module, data: Dataset, cfg: TrainConfig) -> list[dict
             "for a fixed number of epochs."
         )
     run_cfg = dataclasses.replace(cfg, objective=kind, eval_every=cfg.eval_every if watch else 0, eval_test=False)
-    result = train(run_cfg, model=objective, data=data)
-    keys = {"epoch": "epoch", "train_loss": "loss", "time_s": "time_s", "val_loss": "val_loss"}
+    return pretrain_rows(train(run_cfg, model=objective, data=data), watched=watch)
+
+
+def pretrain_rows(result, watched: bool) -> list[dict]:
+    """A pre-training's rows from `vitlib.train.train`'s result: per epoch its training loss (`loss`), `time_s` and,
+    when evaluated, `val_loss` and `val_acc`; with `watched` (a run that stops on a plateau) the last row also says
+    why it ended (`stopped`) and which epoch's weights it kept (`best_epoch`). For supervised pre-training too."""
+    keys = {"epoch": "epoch", "train_loss": "loss", "time_s": "time_s", "val_loss": "val_loss", "val_acc": "val_acc"}
     rows = [{new: r[old] for old, new in keys.items() if old in r} for r in result.history]
-    if watch:
+    if watched:
         rows[-1].update(stopped=stop_reason(result), best_epoch=result.best_epoch or rows[-1]["epoch"])
     return rows
