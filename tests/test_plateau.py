@@ -128,3 +128,17 @@ def test_arms_fine_tuned_from_a_pre_training_that_hit_its_budget_are_not_evidenc
     exp.rows = [{**r, "stopped": "plateau"} for r in exp.rows]
     judged = exp.compare("a", "b", upstream=["pretrain"])
     assert judged["verdict"] == "reproduced" and judged["hit_budget"] == [0, 15]
+
+
+def test_a_supervised_pre_training_gives_the_rows_pretrain_gives(one_thread):
+    # 15 pre-trains with labels through train() and reads its rows with pretrain_rows, as pretrain does for MAE / MPP
+    from vitlib.studies.pretrain import pretrain_rows
+
+    cfg = TrainConfig(**BASE, lr=1e-12, min_lr=0, epochs=30, schedule="plateau", patience=1, lr_drops=1)
+    result = train(cfg)
+    rows = pretrain_rows(result, watched=True)
+    assert [r["epoch"] for r in rows] == [r["epoch"] for r in result.history] and len(rows) == 3
+    assert all({"loss", "time_s", "val_loss", "val_acc"} <= set(r) for r in rows)
+    assert rows[-1]["stopped"] == "plateau" and rows[-1]["best_epoch"] == 1
+    assert rows[0]["loss"] == result.history[0]["train_loss"] and "stopped" not in rows[0]
+    assert "stopped" not in pretrain_rows(result, watched=False)[-1]
