@@ -23,6 +23,8 @@ from vitlib.data import (
     stratified_indices,
     synthetic_position,
     synthetic_relation,
+    with_train,
+    with_val,
 )
 
 
@@ -280,6 +282,24 @@ def test_class_subset_is_a_task_of_its_own():
     assert len(first.test) + len(class_subset(data, [5, 6, 7, 8, 9]).test) == len(data.test)
     with pytest.raises(ValueError, match="distinct class indices in 0..9"):
         class_subset(data, [1, 1])
+
+
+def test_with_val_watches_the_first_or_a_seeded_random_n_and_leaves_train_and_test(mini):
+    first = with_val(mini, 100)
+    assert torch.equal(first.val.images, mini.val.images[:100]) and torch.equal(first.val.labels, mini.val.labels[:100])
+    assert first.train is mini.train and first.test is mini.test
+    drawn = with_val(mini, 100, seed=3)
+    keep = torch.randperm(len(mini.val), generator=torch.Generator().manual_seed(3))[:100].sort().values
+    assert torch.equal(drawn.val.labels, mini.val.labels[keep]) and torch.equal(drawn.val.images, mini.val.images[keep])
+    assert torch.equal(with_val(mini, 100, seed=3).val.images, drawn.val.images)  # seeded
+    assert not torch.equal(drawn.val.images, first.val.images)
+    for everything in (0, None, len(mini.val), 10 * len(mini.val)):
+        assert with_val(mini, everything) is mini
+    # with_train's val is with_val's n: the same images watched
+    assert torch.equal(with_train(mini, torch.arange(50), val=100).val.images, first.val.images)
+    assert len(with_train(mini, torch.arange(50), val=0).val) == len(mini.val)
+    with pytest.raises(ValueError, match="positive number of validation images"):
+        with_val(mini, -5)
 
 
 def test_the_relation_task_needs_two_distant_glyphs_compared():

@@ -34,6 +34,7 @@ from .splits import (
     stratified_indices,
     subset,
     with_train,
+    with_val,
 )
 from .synthetic import relation_glyphs, synthetic_position, synthetic_relation
 
@@ -71,6 +72,7 @@ __all__ = [
     "stratified_indices",
     "subset",
     "with_train",
+    "with_val",
     "synthetic_position",
     "synthetic_relation",
     "relation_glyphs",

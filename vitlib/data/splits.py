@@ -174,14 +174,26 @@ def fraction_of(data: Dataset, fraction: float, seed: int = 0) -> Dataset:
     return dataclasses.replace(data, train=subset(data.train, float(fraction), seed))
 
 
+def with_val(data: Dataset, n: int | None, seed: int | None = None) -> Dataset:
+    """`data` watching only `n` of its validation images (None or 0: all of them), the first `n` or, with `seed`, a
+    seeded random `n` in their original order: a cheaper check at each evaluation of a run; train and test untouched."""
+    _in_memory(data, "with_val")
+    if n is not None and n < 0:
+        raise ValueError(f"n must be a positive number of validation images, or 0/None for all, got {n!r}.")
+    if not n or data.val is None or n >= len(data.val):
+        return data
+    if seed is None:
+        keep = torch.arange(n)
+    else:
+        keep = torch.randperm(len(data.val), generator=torch.Generator().manual_seed(seed))[:n].sort().values
+    return dataclasses.replace(data, val=data.val.select(keep))
+
+
 def with_train(data: Dataset, indices: torch.Tensor, val: int | None = None) -> Dataset:
     """`data` with only the training images at `indices` (and, with `val`, only the first `val` validation images:
-    a cheaper per-epoch check)."""
+    see `with_val`)."""
     _in_memory(data, "with_train")
-    new_val = data.val
-    if val is not None and data.val is not None:
-        new_val = data.val.select(torch.arange(min(val, len(data.val))))
-    return dataclasses.replace(data, train=data.train.select(torch.as_tensor(indices)), val=new_val)
+    return with_val(dataclasses.replace(data, train=data.train.select(torch.as_tensor(indices))), val)
 
 
 def disjoint_subsets(labels: torch.Tensor, first: int, second: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
