@@ -306,3 +306,22 @@ def test_the_vectorized_cpu_optimizer_gives_the_per_tensor_loops_numbers_bit_for
             schedule.step()
         weights[foreach] = [p.detach().clone() for p in model.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(weights[True], weights[False]))
+
+
+def test_every_optimizer_of_the_course_asks_vectorized_for_its_kernels(monkeypatch):
+    # one place decides fused (GPU) or foreach (elsewhere): train()'s optimizers and DINO's student both ask it
+    from vitlib.data import TensorSplit
+    from vitlib.model import create_model
+    from vitlib.studies import dino as dino_study
+    from vitlib.train import vectorized
+
+    assert vectorized(torch.device("cpu")) == {"foreach": True}
+    assert vectorized(torch.device("cuda")) == {"fused": True}
+    asked = []
+    real = dino_study.vectorized
+    monkeypatch.setattr(dino_study, "vectorized", lambda device: asked.append(device.type) or real(device))
+    images = torch.rand(32, 1, 28, 28, generator=torch.Generator().manual_seed(0))
+    data = dataclasses.replace(get_dataset("fashion-mnist-mini"), train=TensorSplit(images, torch.arange(32) % 10))
+    vit = create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1)
+    dino_study.pretrain_dino(vit, data, TrainConfig(steps=2, batch_size=8, lr=1e-3, device="cpu"), prototypes=16)
+    assert asked == ["cpu"]

@@ -27,7 +27,7 @@ from torch import nn
 from ..data import Dataset, TensorSplit, random_resized_crop_flip
 from ..model import VisionTransformer
 from ..objectives.dino import DINO, entropies, teacher_momentum
-from ..train import TrainConfig, check_config, lr_lambda, param_groups, plateau_stop, resolve_device
+from ..train import TrainConfig, check_config, lr_lambda, param_groups, plateau_stop, resolve_device, vectorized
 from .attention_maps import class_attention
 from .probe import extract_features, knn_accuracy
 
@@ -154,7 +154,7 @@ def pretrain_dino(
     torch.manual_seed(cfg.seed)
     dino = DINO(vit, **dino_options).to(device).train()
     groups = param_groups(nn.ModuleList([dino.student, dino.student_head]), cfg.weight_decay)
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), foreach=True)  # as a GPU's default
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **vectorized(device))  # as train()'s
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps, warmup))
     history, start = [], time.perf_counter()
     every, best, stopped = max(1, steps // evaluations), {}, "budget"

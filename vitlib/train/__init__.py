@@ -14,7 +14,7 @@ from .evaluate import evaluate
 from .factory import Result, autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
 from .loop import NonFiniteLossError, plateau_stop, train
-from .optim import lr_lambda, param_groups
+from .optim import lr_lambda, param_groups, vectorized
 from .presets import PRESETS, Preset, get_preset, preset_options
 from .pretrained import load_pretrained, save_model
 from .run import ResumeMismatchError
@@ -44,6 +44,7 @@ __all__ = [
     "train",
     "lr_lambda",
     "param_groups",
+    "vectorized",
     "PRESETS",
     "Preset",
     "get_preset",
