@@ -247,3 +247,41 @@ def test_the_time_a_preset_promises_is_the_time_it_took(path):
         assert abs(minutes - recorded) <= max(1.0, recorded / 3), (
             f"{path.name}: the {scale} preset's help says ~{minutes:g} min; its committed run took {recorded:.1f} min"
         )
+
+
+PRESET_NAME = re.compile(r"(?:`|\*\*)(quick|reference|full)(?:`|\*\*)")
+
+
+def minutes_said(text: str) -> dict[str, list[str]]:
+    """What a notebook's 'Parameters' text says each preset takes: the text from a preset's name (`quick` or
+    **quick**) to the next preset's name, searched for 'N minutes' and 'a few minutes'."""
+    marks = list(PRESET_NAME.finditer(text))
+    said: dict[str, list[str]] = {}
+    for mark, after in zip(marks, marks[1:] + [None]):
+        part = text[mark.start() : after.start() if after else len(text)]
+        said.setdefault(mark.group(1), []).extend(re.findall(r"(a few|\d+(?:\.\d+)?)\s+minutes", part))
+    return said
+
+
+def test_the_minutes_the_parameters_text_states_are_read_per_preset():
+    text = "**quick** (about 1.5\nminutes), `reference` (about 40 minutes, 2 cores); `full`: a GPU, a few minutes."
+    assert minutes_said(text) == {"quick": ["1.5"], "reference": ["40"], "full": ["a few"]}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_time_the_parameters_text_states_is_the_time_it_took(path):
+    """As the help's "CPU ~N min", the 'Parameters' text's "about N minutes" for quick and reference against the
+    committed runs' minutes (within a third or a minute); "a few minutes" only for a run of at most five."""
+    nb = load(path)
+    markdown = [src(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    text = next((t for t in markdown if t.startswith("### Parameters")), "")
+    for scale, stated in minutes_said(text).items():
+        recorded = recorded_minutes(nb, path, scale) if scale != "full" else None
+        for said in stated if recorded is not None else []:
+            if said == "a few":
+                assert recorded <= 5, f"{path.name}: its {scale} preset takes {recorded:.1f} min, not 'a few minutes'"
+            else:
+                assert abs(float(said) - recorded) <= max(1.0, recorded / 3), (
+                    f"{path.name}: its Parameters text says the {scale} preset takes {said} minutes; its committed "
+                    f"run took {recorded:.1f} min"
+                )
