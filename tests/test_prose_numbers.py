@@ -46,8 +46,14 @@ def recorded(data) -> list[tuple[float, float]]:
 
 
 @cache
+def read(path: Path) -> dict:
+    """A results file, parsed once for every test that looks into it."""
+    return json.loads(path.read_text())
+
+
+@cache
 def recorded_in(path: Path) -> tuple[tuple[float, float], ...]:
-    return tuple(recorded(json.loads(path.read_text())))
+    return tuple(recorded(read(path)))
 
 
 @cache
@@ -79,7 +85,7 @@ def unmatched(text: str, files: list[Path]) -> list[str]:
     def fits(low: str, high: str, pairs) -> bool:
         return any(agrees(low, lo) and agrees(high, hi) for lo, hi in pairs)
 
-    experiments = [f for f in files if "rows" in json.loads(f.read_text())]
+    experiments = [f for f in files if "rows" in read(f)]
     return [
         typed
         for typed, low, high in typed_intervals(text)
