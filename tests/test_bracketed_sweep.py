@@ -36,6 +36,14 @@ def test_widening_stops_at_its_limit_and_says_the_best_is_not_bracketed(fake):
     assert not found["bracketed"]
 
 
+def test_a_choice_says_which_rate_came_second_and_by_how_much(fake):
+    found = bracketed_sweep(Experiment("lr"), "vit", TrainConfig(), [1e-3, 3e-3, 1e-2], seeds=[0, 1])
+    acc = {lr: 1 - (math.log10(lr) - TRUE_BEST) ** 2 for lr in (1e-3, 1e-2)}  # 1e-2 lies nearer the peak
+    assert found["best"] == pytest.approx(3e-3) and found["runner_up"] == pytest.approx(1e-2)
+    expected = 1 - (math.log10(3e-3) - TRUE_BEST) ** 2 - acc[1e-2]  # seeds' offsets are the same for every rate
+    assert found["margin"] == pytest.approx(expected) and found["margin"] > 0
+
+
 def test_a_bracketed_grid_is_not_widened_and_the_lower_edge_widens_down(fake):
     found = bracketed_sweep(Experiment("lr"), "vit", TrainConfig(), [1e-3, 3e-3, 1e-2], seeds=[0, 1])
     assert found["widened"] == [] and found["best"] == pytest.approx(3e-3) and found["bracketed"]

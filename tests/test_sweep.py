@@ -95,3 +95,9 @@ def test_rate_text_says_what_was_tried_and_whether_the_choice_is_bracketed():
         "rates tried 0.001, 0.003, 0.009, 0.027 -> 0.027 (the grid widened by 0.027; at the edge of what was tried)"
     )
     assert rate_text(widened, short=True) == "rate 0.009 (tried 0.001, 0.003, 0.009, 0.027, widened by 0.027)"
+    close = {**inside, "runner_up": 0.009, "margin": 0.0041}  # how far ahead of the runner-up the choice was
+    assert rate_text(close) == "rates tried 0.001, 0.003, 0.009 -> 0.003 (+0.004 on validation over 0.009)"
+    assert rate_text({**close, **edge}) == (
+        "rates tried 0.001, 0.003, 0.009 -> 0.001 (+0.004 on validation over 0.009; at the edge of what was tried)"
+    )
+    assert rate_text(close, short=True) == "rate 0.003 (tried 0.001, 0.003, 0.009; +0.004 over 0.009)"

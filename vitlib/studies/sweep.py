@@ -122,23 +122,39 @@ def _widen(
 
 
 def _chosen(exp: Experiment, group: str, widened: list[float], metric: str) -> dict:
-    """{'best', 'lrs', 'widened', 'bracketed'} of a widened sweep of `group` (see `bracketed_sweep`)."""
+    """{'best', 'lrs', 'widened', 'bracketed', 'runner_up', 'margin'} of a widened sweep of `group` (see
+    `bracketed_sweep`)."""
     tried, best = rates(exp, group), best_lr(exp, group, metric)
-    return {"best": best, "lrs": tried, "widened": widened, "bracketed": tried[0] < best < tried[-1]}
+    means = {lr: m for lr, (m, _) in sweep_means(exp, group, metric).items()}
+    runner_up = max((lr for lr in means if lr != best), key=lambda lr: means[lr])
+    return {
+        "best": best,
+        "lrs": tried,
+        "widened": widened,
+        "bracketed": tried[0] < best < tried[-1],
+        "runner_up": runner_up,
+        "margin": means[best] - means[runner_up],
+    }
 
 
 def rate_text(choice: dict, short: bool = False) -> str:
     """A rate choice of `choose_rates` or `bracketed_sweep`, as printed beside a verdict: 'rates tried 0.001, 0.003,
-    0.009 -> 0.003', or with short=True 'rate 0.003 (tried 0.001, 0.003, 0.009)'; a grid widened because a best rate
-    lay at its edge, and a choice still at the edge, say so."""
+    0.009 -> 0.003 (+0.004 on validation over 0.009)', or with short=True 'rate 0.003 (tried 0.001, 0.003, 0.009;
+    +0.004 over 0.009)'; a grid widened because a best rate lay at its edge, and a choice still at the edge, say so.
+    The margin over the runner-up shows how close the choice was: one below the spread of the arm's seeds (the std
+    printed with its verdict) may go the other way on another seed or machine, and move the verdict with it."""
     tried = ", ".join(f"{lr:.2g}" for lr in choice["lrs"])
     widened = ", ".join(f"{lr:.2g}" for lr in choice.get("widened") or ())
+    margin = choice.get("margin")  # absent from a choice made by hand
+    over = f"over {choice['runner_up']:.2g}" if margin is not None else None
     if short:
         notes = ([f"widened by {widened}"] if widened else []) + ([] if choice["bracketed"] else ["at the edge"])
-        return f"rate {choice['best']:.2g} (tried {tried}{''.join(', ' + n for n in notes)})"
-    notes = ([f"the grid widened by {widened}"] if widened else []) + (
-        [] if choice["bracketed"] else ["at the edge of what was tried"]
-    )
+        return (
+            f"rate {choice['best']:.2g} (tried {', '.join([tried, *notes])}{f'; {margin:+.3f} {over}' if over else ''})"
+        )
+    notes = [f"{margin:+.3f} on validation {over}"] if over else []
+    notes += [f"the grid widened by {widened}"] if widened else []
+    notes += [] if choice["bracketed"] else ["at the edge of what was tried"]
     return f"rates tried {tried} -> {choice['best']:.2g}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
@@ -157,7 +173,8 @@ def bracketed_sweep(
     time), so call it outside a batch. `options` go to `sweep` (data, model and the rows' fields).
 
     Returns {'best': the chosen rate, 'lrs': every rate tried, 'widened': the rates added, 'bracketed': whether a
-    lower and a higher rate did worse than the best} -- print it beside the verdict."""
+    lower and a higher rate did worse than the best, 'runner_up': the rate that came second, 'margin': by how much
+    of `metric` it trailed the best} -- print it beside the verdict (`rate_text`)."""
     added = _widen(exp, lambda todo: sweep(exp, group, cfg, todo[group], seeds, **options), {group: lrs}, widen, metric)
     return _chosen(exp, group, added[group], metric)
 
