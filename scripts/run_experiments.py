@@ -1,7 +1,7 @@
 """Run the experiment notebooks (08-19: those that judge a claim of vitlib.studies.paper_claims) at one scale and write
 what they found under results/, then the claims report.
 
-    python scripts/run_experiments.py --scale reference            # every experiment notebook, 7-50 min each, 2 cores
+    python scripts/run_experiments.py --scale reference            # every experiment notebook, 7-84 min each, 2 cores
     python scripts/run_experiments.py --scale quick --only 08 09   # the quick presets of two notebooks
     python scripts/run_experiments.py --scale full                 # on a GPU: the full presets, into results/gpu
 
