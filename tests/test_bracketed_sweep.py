@@ -42,6 +42,8 @@ def test_a_choice_says_which_rate_came_second_and_by_how_much(fake):
     assert found["best"] == pytest.approx(3e-3) and found["runner_up"] == pytest.approx(1e-2)
     expected = 1 - (math.log10(3e-3) - TRUE_BEST) ** 2 - acc[1e-2]  # seeds' offsets are the same for every rate
     assert found["margin"] == pytest.approx(expected) and found["margin"] > 0
+    alone = bracketed_sweep(Experiment("one"), "vit", TrainConfig(), [1e-3], seeds=[0], widen=0)  # nothing to trail
+    assert alone["best"] == pytest.approx(1e-3) and alone["runner_up"] is None and alone["margin"] is None
 
 
 def test_a_bracketed_grid_is_not_widened_and_the_lower_edge_widens_down(fake):

@@ -123,17 +123,18 @@ def _widen(
 
 def _chosen(exp: Experiment, group: str, widened: list[float], metric: str) -> dict:
     """{'best', 'lrs', 'widened', 'bracketed', 'runner_up', 'margin'} of a widened sweep of `group` (see
-    `bracketed_sweep`)."""
+    `bracketed_sweep`); runner_up and margin are None where a single rate was tried."""
     tried, best = rates(exp, group), best_lr(exp, group, metric)
     means = {lr: m for lr, (m, _) in sweep_means(exp, group, metric).items()}
-    runner_up = max((lr for lr in means if lr != best), key=lambda lr: means[lr])
+    others = [lr for lr in means if lr != best]
+    runner_up = max(others, key=lambda lr: means[lr]) if others else None
     return {
         "best": best,
         "lrs": tried,
         "widened": widened,
         "bracketed": tried[0] < best < tried[-1],
         "runner_up": runner_up,
-        "margin": means[best] - means[runner_up],
+        "margin": means[best] - means[runner_up] if others else None,
     }
 
 
@@ -145,7 +146,7 @@ def rate_text(choice: dict, short: bool = False) -> str:
     printed with its verdict) may go the other way on another seed or machine, and move the verdict with it."""
     tried = ", ".join(f"{lr:.2g}" for lr in choice["lrs"])
     widened = ", ".join(f"{lr:.2g}" for lr in choice.get("widened") or ())
-    margin = choice.get("margin")  # absent from a choice made by hand
+    margin = choice.get("margin")  # None for a single rate tried; absent from a choice made by hand
     over = f"over {choice['runner_up']:.2g}" if margin is not None else None
     if short:
         notes = ([f"widened by {widened}"] if widened else []) + ([] if choice["bracketed"] else ["at the edge"])
