@@ -173,6 +173,31 @@ def test_a_demonstration_is_reported_apart_from_the_verdicts_and_from_holm(tmp_p
     assert "**demonstration (measured: reproduced)**" in table and CLAIMS["q2"]["demonstration"] in table
 
 
+def test_a_claim_not_reproduced_is_set_beside_the_scale_of_the_papers_evidence_and_its_gpu_preset(tmp_path):
+    from vitlib.studies.claims import CLAIMS, report
+    from vitlib.studies.experiments import Experiment
+
+    unnamed = [cid for cid, spec in CLAIMS.items() if len(spec.get("scale", "").split()) < 5]
+    assert not unnamed, f"claims without the scale of the paper's evidence: {unnamed}"
+    exp = Experiment("patches", tmp_path / "reference" / "10_patch_size_and_shape")
+    exp.run("P=4", lambda s: {"test_acc": A[s]}, seeds=range(5))
+    exp.run("P=7", lambda s: {"test_acc": A[s] + 0.001 * (s - 2)}, seeds=range(5))
+    exp.run("deeper", lambda s: {"test_acc": A[s]}, seeds=range(5))
+    exp.run("wider", lambda s: {"test_acc": B[s]}, seeds=range(5))
+    exp.claim("i1", exp.compare("P=4", "P=7"))
+    exp.claim("k1", exp.compare("deeper", "wider"))
+    found = {c["id"]: c for c in report(tmp_path)["claims"]}
+    assert found["i1"]["reference"]["verdict"] == "inconclusive" and found["k1"]["reference"]["verdict"] == "reproduced"
+    table = (tmp_path / "CLAIMS.md").read_text()
+    section = table.split("Not reproduced at any scale run so far")[1].split("Demonstrations:")[0]
+    (line,) = [x for x in section.splitlines() if x.startswith("- **i1**")]
+    assert f"its evidence: {CLAIMS['i1']['scale']}." in line
+    assert (
+        "The `full` preset of 10_patch_size_and_shape tests it at a larger scale: not measured yet: needs a GPU" in line
+    )
+    assert "- **k1**" not in section  # reproduced at reference: not listed among the claims not reproduced
+
+
 def test_by_seeds_judges_the_first_k_seeds_and_the_interval_narrows_with_them():
     from vitlib.studies.stats import by_seeds
 

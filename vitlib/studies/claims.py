@@ -122,8 +122,8 @@ def markdown(content: dict) -> str:
     for c in content["claims"]:
         cells = [c["id"], c["claim"], *(_cell(c[s], s) for s in SCALES)]
         lines.append("| " + " | ".join(str(x).replace("|", "/") for x in cells) + " |")
-    lines += ["", "Where the paper says it, and the notebook that tests it:", ""]
-    lines += [f"- **{c['id']}** {c['paper']} ({c['notebook']})" for c in content["claims"]]
+    lines += ["", "Where the paper says it, the notebook that tests it, and the scale of the paper's evidence:", ""]
+    lines += [f"- **{c['id']}** {c['paper']} ({c['notebook']}); evidence: {c['scale']}" for c in content["claims"]]
     lines += [
         "",
         "Not reproduced at any scale run so far: what was measured, and the scale of the paper's evidence:",
@@ -135,7 +135,11 @@ def markdown(content: dict) -> str:
             found = "; ".join(
                 f"{scale} {r['verdict']} ({r.get('why') or r['ours']['compared']})" for scale, r in runs.items()
             )
-            lines.append(f"- **{c['id']}** {c['claim']}: {found}. The paper: {c['paper']}.")
+            gpu = f" The `full` preset of {c['notebook']} tests it at a larger scale: not measured yet: needs a GPU."
+            gpu = "" if c["full"] else gpu
+            lines.append(
+                f"- **{c['id']}** {c['claim']}: {found}. The paper: {c['paper']}; its evidence: {c['scale']}.{gpu}"
+            )
     lines += ["", "Demonstrations: runs whose outcome their design decides, kept apart from the verdicts:", ""]
     lines += [
         f"- **{c['id']}** {c['claim']}: {c['demonstration']}." for c in content["claims"] if c.get("demonstration")
