@@ -20,6 +20,7 @@ from .paper_claims import CLAIMS
 from .stats import NOT_TESTED, TEST_FIELDS, holm, interval_text
 
 SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
+NEEDS_GPU = "not measured yet: needs a GPU"  # what the report says of a full preset no GPU has run
 
 
 def results_of(results: Path, scale: str) -> dict[str, dict]:
@@ -92,7 +93,7 @@ def report(results: str | Path = "results") -> dict:
 
 def _cell(found: dict | None, scale: str) -> str:
     if found is None:
-        return "not measured yet: needs a GPU" if scale == "full" else "not run yet"
+        return NEEDS_GPU if scale == "full" else "not run yet"
     o = found["ours"]
     ours = interval_text(o)
     if o.get("p_holm") is not None:
@@ -135,8 +136,7 @@ def markdown(content: dict) -> str:
             found = "; ".join(
                 f"{scale} {r['verdict']} ({r.get('why') or r['ours']['compared']})" for scale, r in runs.items()
             )
-            gpu = f" The `full` preset of {c['notebook']} tests it at a larger scale: not measured yet: needs a GPU."
-            gpu = "" if c["full"] else gpu
+            gpu = "" if c["full"] else f" The `full` preset of {c['notebook']} tests it at a larger scale: {NEEDS_GPU}."
             lines.append(
                 f"- **{c['id']}** {c['claim']}: {found}. The paper: {c['paper']}; its evidence: {c['scale']}.{gpu}"
             )

@@ -2,6 +2,18 @@
 statement, where the paper makes it, the scale of the paper's evidence (models, data, compute: what a miniature that
 does not reproduce it is set beside) and the notebook that tests it. `vitlib.studies.claims` builds the report."""
 
+# the scale of the evidence behind two claims each (one place for each fact)
+_TABLE8 = (
+    "ViT-B/16 pre-trained on JFT-300M on a 14x14 grid of patches, read by ImageNet 5-shot linear accuracy (Table 8)"
+)
+_FIG7_CENTRE = "ViT-L/32 pre-trained on JFT-300M (Fig. 7 centre)"
+_FIG5_HYBRIDS = (
+    "ViTs, hybrids and ResNets of many sizes pre-trained for 7 epochs on JFT-300M, over two orders of magnitude of "
+    "compute (Fig. 5)"
+)
+_NO_EXPERIMENT = "no experiment of the paper: §3.1 argues it from the architecture"
+_DINO = "ViT-S/16 and ViT-B/8 trained for 100 to 800 epochs on ImageNet's 1.28M images (Caron et al. 2021)"
+
 # id -> the paper's statement, where it is, the scale of its evidence, and the notebook that tests it; `demonstration`:
 # why the outcome is decided by the design (the run shows a mechanism; the report keeps it apart from the verdicts and
 # from Holm's count)
@@ -52,15 +64,13 @@ CLAIMS = {
     "b1": dict(
         claim="without position embeddings ViT does worse",
         paper="App. D.4, Table 8 (0.614 vs 0.642)",
-        scale="ViT-B/16 pre-trained on JFT-300M on a 14x14 grid of patches, read by ImageNet 5-shot linear accuracy "
-        "(Table 8)",
+        scale=_TABLE8,
         notebook="09_position_embeddings",
     ),
     "b2": dict(
         claim="1D, 2D and relative position embeddings work about equally well",
         paper="App. D.4, Table 8 (0.642, 0.640, 0.640)",
-        scale="ViT-B/16 pre-trained on JFT-300M on a 14x14 grid of patches, read by ImageNet 5-shot linear accuracy "
-        "(Table 8)",
+        scale=_TABLE8,
         notebook="09_position_embeddings",
     ),
     "c1": dict(
@@ -92,13 +102,13 @@ CLAIMS = {
     "e1": dict(
         claim="learned position embeddings encode distance: closer patches have more similar embeddings",
         paper="§4.5, Fig. 7 (center), App. D.4 Fig. 10",
-        scale="ViT-L/32 pre-trained on JFT-300M (Fig. 7 centre)",
+        scale=_FIG7_CENTRE,
         notebook="14_inspecting_vit",
     ),
     "e2": dict(
         claim="learned position embeddings show a row-column structure",
         paper="§4.5, Fig. 7 (center)",
-        scale="ViT-L/32 pre-trained on JFT-300M (Fig. 7 centre)",
+        scale=_FIG7_CENTRE,
         notebook="14_inspecting_vit",
     ),
     "f1": dict(
@@ -111,15 +121,13 @@ CLAIMS = {
     "g1": dict(
         claim="hybrids beat the pure ViT at small compute",
         paper="§4.4, Fig. 5",
-        scale="ViTs, hybrids and ResNets of many sizes pre-trained for 7 epochs on JFT-300M, over two orders of "
-        "magnitude of compute (Fig. 5)",
+        scale=_FIG5_HYBRIDS,
         notebook="13_hybrid",
     ),
     "g2": dict(
         claim="the hybrid's advantage shrinks as compute grows",
         paper="§4.4, Fig. 5",
-        scale="ViTs, hybrids and ResNets of many sizes pre-trained for 7 epochs on JFT-300M, over two orders of "
-        "magnitude of compute (Fig. 5)",
+        scale=_FIG5_HYBRIDS,
         notebook="13_hybrid",
     ),
     "g3": dict(
@@ -194,14 +202,14 @@ CLAIMS = {
         claim="ViT has little image-specific inductive bias: a fixed shuffle of the patches costs a CNN more "
         "accuracy than it costs ViT",
         paper="§3.1 (inductive bias: locality and 2D structure are built into every CNN layer, not into ViT's)",
-        scale="no experiment of the paper: §3.1 argues it from the architecture",
+        scale=_NO_EXPERIMENT,
         notebook="17_inductive_biases",
     ),
     "q2": dict(
         claim="a fixed shuffle of the patches leaves ViT's accuracy unchanged: its position embeddings learn "
         "every spatial relation from scratch",
         paper="§3.1 ('all spatial relations between the patches have to be learned from scratch')",
-        scale="no experiment of the paper: §3.1 argues it from the architecture",
+        scale=_NO_EXPERIMENT,
         notebook="17_inductive_biases",
         demonstration="a fixed permutation of whole patches only renames the rows of E_pos (notebook 17 proves it: the "
         "shuffled model equals the unshuffled one with E_pos's rows permuted), so the arms agree by construction",
@@ -216,13 +224,13 @@ CLAIMS = {
     "n1": dict(
         claim="self-distillation without labels (DINO) gives features whose k-NN accuracy beats the raw pixels'",
         paper="beyond the paper: Caron et al. 2021 ('Emerging properties', DINO), k-NN evaluation; the seeds' pointer",
-        scale="ViT-S/16 and ViT-B/8 trained for 100 to 800 epochs on ImageNet's 1.28M images (Caron et al. 2021)",
+        scale=_DINO,
         notebook="19_dino",
     ),
     "n2": dict(
         claim="DINO's [class] attention falls on the object more than a supervised ViT's",
         paper="beyond the paper: Caron et al. 2021, Fig. 1 and the attention-mask comparison with supervised ViT",
-        scale="ViT-S/16 and ViT-B/8 trained for 100 to 800 epochs on ImageNet's 1.28M images (Caron et al. 2021)",
+        scale=_DINO,
         notebook="19_dino",
     ),
 }
