@@ -14,7 +14,7 @@ vitlib / torchvision (torchvision has no ViT-S).
 FLOPs per image of a training step (forward + backward, not the optimizer) are counted with FlopCounterMode on one
 small batch of each implementation, with SDPA's math backend (its matrix products are counted on every device;
 FlopCounterMode has no formula for the CPU's fused attention kernel). They should be about 3 x the analytic forward
-FLOPs of vitlib.studies.cost: the backward pass computes no gradient for the input images, so it is 3x minus one
+FLOPs of vitlib.analysis.cost: the backward pass computes no gradient for the input images, so it is 3x minus one
 patch-embedding forward. MFU = train FLOPs per image x images/s / peak, against a nominal peak (--peak-tflops) and
 against the best TFLOP/s of a large matrix product in the run's dtype measured on the same device.
 """
@@ -37,9 +37,9 @@ from torch.utils.flop_counter import FlopCounterMode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import vitlib  # noqa: E402
+from course.timing import device_name, sync, timed_rounds  # noqa: E402
 from vitlib import count_parameters, parse_name  # noqa: E402
-from vitlib.studies.cost import model_flops  # noqa: E402
-from vitlib.studies.timing import device_name, sync, timed_rounds  # noqa: E402
+from vitlib.analysis.cost import model_flops  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
 
 # the model sizes compared, with their 224x224 counterparts in timm and torchvision (None: there is none)
@@ -295,7 +295,7 @@ def report(results: dict, args, where: str, peak_label: str) -> str:
         notes.append(
             f"- {res['name']}: parameters "
             + ", ".join(f"{k} {n:,}" for k, n in res["parameters"].items())
-            + f"; per-round images/s {spread}. 3 x forward FLOPs of vitlib.studies.cost = "
+            + f"; per-round images/s {spread}. 3 x forward FLOPs of vitlib.analysis.cost = "
             f"{res['analytic_train_flops_per_image'] / 1e9:.3f} GFLOP/image; FlopCounterMode / that = "
             + ", ".join(f"{k} {v['flops_over_analytic']:.4f}" for k, v in res["implementations"].items())
             + " (the backward computes no gradient for the images: 3x minus one patch-embedding forward)."

@@ -31,12 +31,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from course.experiments import Experiment  # noqa: E402
+from course.parallel import STARTS, default_jobs  # noqa: E402
+from course.replication import is_timing, largest_differences  # noqa: E402
+from course.timing import device_name  # noqa: E402
 from vitlib.data import get_dataset, subset  # noqa: E402
 from vitlib.model import create_model  # noqa: E402
-from vitlib.studies.experiments import Experiment  # noqa: E402
-from vitlib.studies.parallel import STARTS, default_jobs  # noqa: E402
-from vitlib.studies.replication import is_timing, largest_differences  # noqa: E402
-from vitlib.studies.timing import device_name  # noqa: E402
 from vitlib.train import TrainConfig  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
 

@@ -25,8 +25,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import vitlib  # noqa: E402
+from course.timing import device_name, timed_rounds  # noqa: E402
 from vitlib import count_parameters, parse_name  # noqa: E402
-from vitlib.studies.timing import device_name, timed_rounds  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vitlib.studies.claims import report  # noqa: E402
+from course.claims import report  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """Does your re-run reproduce the committed one? Compare two runs of an experiment notebook, row by row and verdict
-by verdict (vitlib.studies.replication).
+by verdict (course.replication).
 
     papermill notebooks/17_inductive_biases.ipynb /tmp/17.ipynb --cwd notebooks -p preset reference -p out /tmp/17
     python scripts/compare_runs.py results/reference/17_inductive_biases /tmp/17
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vitlib.studies.replication import compare_runs, report  # noqa: E402
+from course.replication import compare_runs, report  # noqa: E402
 from vitlib.utils import write_json  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Run the experiment notebooks (08-19: those that judge a claim of vitlib.studies.paper_claims) at one scale and write
+"""Run the experiment notebooks (08-19: those that judge a claim of course.paper_claims) at one scale and write
 what they found under results/, then the claims report.
 
     python scripts/run_experiments.py --scale reference            # every experiment notebook, 7-84 min each, 2 cores
@@ -7,7 +7,7 @@ what they found under results/, then the claims report.
 
 Each notebook runs with `-p preset <scale> -p out ../results/<folder>/<notebook>` (folder: quick, reference or gpu)
 and, when its parameters cell has `jobs`, `-p jobs <--jobs>`: its sweep's runs go --jobs at a time side by side
-(worker processes of one PyTorch thread each, vitlib.studies.parallel; the numbers are the same as one after
+(worker processes of one PyTorch thread each, course.parallel; the numbers are the same as one after
 another). --notebooks notebooks run at a time (default 1), each with --threads PyTorch threads outside its workers;
 the executed copies go to runs/experiments-<scale>-<date-time>/. Then results/claims.json and results/CLAIMS.md are
 made again from everything under results/.
@@ -15,7 +15,7 @@ made again from everything under results/.
     python scripts/run_experiments.py --scale quick --jobs 8        # 8 runs side by side inside each notebook
     python scripts/run_experiments.py --scale full --start forkserver   # on a GPU: workers that start afresh
 
---start sets VITLIB_START for the notebooks: how their sweeps' workers start (vitlib.studies.parallel; fork unless
+--start sets VITLIB_START for the notebooks: how their sweeps' workers start (course.parallel; fork unless
 given).
 """
 
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 sys.path.insert(0, str(ROOT))
 
-from vitlib.studies.claims import CLAIMS, SCALES, report  # noqa: E402
-from vitlib.studies.notebook import declared_parameters  # noqa: E402
-from vitlib.studies.parallel import START_VARIABLE, STARTS, check_jobs, default_jobs  # noqa: E402
+from course.claims import CLAIMS, SCALES, report  # noqa: E402
+from course.notebook import declared_parameters  # noqa: E402
+from course.parallel import START_VARIABLE, STARTS, check_jobs, default_jobs  # noqa: E402
 
 EXPERIMENTS = sorted({c["notebook"] for c in CLAIMS.values()})
 

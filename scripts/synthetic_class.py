@@ -1,7 +1,7 @@
 """A synthetic class to try the grader on: full, blank, partial and faulty submissions of some assignments.
 
     python scripts/synthetic_class.py OUT --students 20 --assignments 01_patches 03_attention vit_from_scratch
-    python -m vitlib.classroom grade OUT/submissions --out OUT/reports
+    python -m classroom grade OUT/submissions --out OUT/reports
 
 Students cycle through: full (the instructor's files), blank (the released ones), partial (odd-numbered exercises
 answered; the library: patchify and the patch embedding) and faulty (one fault each: broken JSON, an endless loop, an
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from vitlib.classroom import build_class, library, parse_exercises
+from classroom import build_class, library, parse_exercises
 from vitlib.utils import write_json
 
 COURSE = Path(__file__).resolve().parent.parent / "notebooks"

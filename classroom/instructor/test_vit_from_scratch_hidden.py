@@ -41,7 +41,8 @@ def test_patchify_other_shapes(b, c, h, w, p):
 def test_patch_embedding_same_as_vitlib(b, c, h, w, p):
     torch.manual_seed(p)
     ref = randomize(vitlib.PatchEmbedding(image_size=(h, w), patch_size=p, in_channels=c, dim=12), seed=p)
-    mine = load(student.PatchEmbedding((h, w), p, c, 12), ref.state_dict())
+    linear = {"proj.weight": ref.linear_weight(), "proj.bias": ref.proj.bias}  # vitlib keeps E as conv filters
+    mine = load(student.PatchEmbedding((h, w), p, c, 12), linear)
     x = torch.randn(b, c, h, w)
     with torch.no_grad():
         assert torch.allclose(mine(x), ref(x), atol=1e-4), f"patch embeddings differ for {h}x{w}, P={p}, C={c}"
@@ -90,17 +91,6 @@ def student_state_from_timm(sd):
     return out
 
 
-def vitlib_state(sd):
-    """The student's layout in vitlib's names ([class] token, E_pos and head are submodules there)."""
-    names = {
-        "cls_token": "cls_token.token",
-        "pos_embed": "pos_embed.weight",
-        "head.weight": "head.fc.weight",
-        "head.bias": "head.fc.bias",
-    }
-    return {names.get(k, k): v for k, v in sd.items()}
-
-
 @pytest.mark.parametrize(
     "h,w,p,c,dim,depth,heads", [(32, 32, 8, 3, 32, 2, 4), (24, 40, 4, 1, 24, 3, 3), (28, 28, 7, 1, 16, 1, 2)]
 )
@@ -122,7 +112,7 @@ def test_vit_same_as_timm_and_vitlib(h, w, p, c, dim, depth, heads):
     state = student_state_from_timm(timm_model.state_dict())
     mine = load(student.VisionTransformer((h, w), p, c, 7, dim, depth, heads, 2 * dim), state)
     options = dict(image_size=(h, w), patch_size=p, in_channels=c, num_classes=7, dim=dim, depth=depth, heads=heads)
-    ref = load(vitlib.VisionTransformer(**options, mlp_dim=2 * dim), vitlib_state(state))
+    ref = load(vitlib.VisionTransformer(**options, mlp_dim=2 * dim), timm_model.state_dict())  # timm's names
     x = torch.randn(3, c, h, w, generator=torch.Generator().manual_seed(depth))
     with torch.no_grad():
         out = mine(x)

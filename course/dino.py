@@ -24,12 +24,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import Dataset, TensorSplit, random_resized_crop_flip
-from ..model import VisionTransformer
-from ..objectives.dino import DINO, entropies, teacher_momentum
-from ..train import TrainConfig, check_config, lr_lambda, param_groups, plateau_stop, resolve_device, vectorized
-from .attention_maps import class_attention
-from .probe import extract_features, knn_accuracy
+from vitlib.analysis.attention import class_attention
+from vitlib.analysis.probe import extract_features, knn_accuracy
+from vitlib.data import Dataset, TensorSplit, random_resized_crop_flip
+from vitlib.model import VisionTransformer
+from vitlib.objectives.dino import DINO, entropies, teacher_momentum
+from vitlib.train import TrainConfig, lr_lambda, param_groups, plateau_stop, resolve_device, vectorized
 
 
 def jitter(x: torch.Tensor, generator: torch.Generator, p: float = 0.8, strength: float = 0.4) -> torch.Tensor:
@@ -110,9 +110,8 @@ def dino_step(dino: DINO, views: list[torch.Tensor], optimizer, scheduler, grad_
 
 
 def dino_budget(cfg: TrainConfig, n_images: int, monitored: bool, evaluations: int) -> tuple[int, int]:
-    """cfg's steps and warm-up steps for a DINO run on n_images, after checking that cfg (and, for a monitored run,
-    its patience and number of evaluations) can be run."""
-    check_config(cfg)
+    """cfg's steps and warm-up steps for a DINO run on n_images, after checking that a monitored run's patience and
+    number of evaluations can be run (cfg itself was checked when it was made)."""
     if monitored and (cfg.patience < 1 or evaluations < 1):
         raise ValueError(
             f"a monitored DINO run stops after cfg.patience evaluations without progress: set patience >= 1 and "

@@ -1,6 +1,6 @@
 """The paper's claims the course tests (and a few of follow-up work, marked "beyond the paper"): each claim's
 statement, where the paper makes it, the scale of the paper's evidence (models, data, compute: what a miniature that
-does not reproduce it is set beside) and the notebook that tests it. `vitlib.studies.claims` builds the report."""
+does not reproduce it is set beside) and the notebook that tests it. `course.claims` builds the report."""
 
 # the scale of the evidence behind two claims each (one place for each fact)
 _TABLE8 = (

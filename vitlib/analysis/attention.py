@@ -8,16 +8,13 @@ distance of every head, and attention rollout.
     rows = class_attention(weights[-1], grid=(gh, gw))    # [class]'s row of the last layer: (B, h, gh, gw)
     depth_trend(dist)                                     # Fig. 7 (right) as one number
 
-What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.studies.embeddings`.
+What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.analysis.embeddings`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
 from .embeddings import patch_distances
@@ -95,34 +92,6 @@ def local_head_ratio(distances: torch.Tensor, model_or_grid, layer: int = 0) -> 
     attends to its own token, 1 a head that attends everywhere alike (Fig. 7 right: far below 1 in ViT-L/16's
     layer 1)."""
     return torch.as_tensor(distances)[layer].min().item() / uniform_attention_distance(model_or_grid)
-
-
-def plot_attention_distance(
-    distances: torch.Tensor,
-    ax=None,
-    label: str | None = None,
-    image_size: int | None = None,
-    max_distance: float | None = None,
-    **kwargs,
-):
-    """Fig. 7 (right): one dot per head, mean attention distance (pixels) against the layer (network depth).
-
-    The y axis runs from 0 to `max_distance` (the largest distance a head can attend over, e.g.
-    `patch_distances(grid, P).max()`), else to the image's diagonal (`image_size` x sqrt 2), else to the largest
-    distance drawn: never a zoom onto the dots alone, which would make a difference of a pixel look like structure."""
-    distances = torch.as_tensor(distances)
-    ax = ax if ax is not None else plt.figure(figsize=(4, 3.2), layout="constrained").add_subplot()
-    layers, heads = distances.shape
-    x = np.repeat(np.arange(1, layers + 1), heads)
-    ax.scatter(x, distances.flatten().numpy(), s=12, label=label, **kwargs)
-    top = max_distance if max_distance else image_size * math.sqrt(2) if image_size else None
-    earlier = 0.0 if ax.get_autoscaley_on() else ax.get_ylim()[1]  # a second call on the same axes keeps the span
-    top = max(top or 0.0, float(distances.max()), earlier)
-    ax.set_ylim(0, top)
-    ax.set_xticks(range(1, layers + 1))
-    ax.set_xlabel("Network depth (layer)")
-    ax.set_ylabel(f"Mean attention distance (pixels, 0 to {top:.0f})")
-    return ax
 
 
 # ------------------------------------------------------------------------------- Fig. 6 / Appendix D.8

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-from .._version import __version__
-from ..utils import write_csv, write_json
+from vitlib._version import __version__
+from vitlib.utils import write_csv, write_json
+
 from .paper_claims import CLAIMS
 from .parallel import check_jobs, check_start, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
@@ -36,7 +37,7 @@ def new_run_folder(root: str | Path, name: str) -> Path:
 class Experiment:
     """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed.
 
-    `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `vitlib.studies.parallel`);
+    `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `course.parallel`);
     the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork', 'forkserver' or
     'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this process; the
     forkserver imports torch once for every sweep, where each spawned worker imports it); None: fork, unless the
@@ -86,7 +87,7 @@ class Experiment:
     def batch(self):
         """Start runs (`run`, `train`, and what calls them) inside the block; they run `self.jobs` at a time when it
         ends, and their rows are added (and saved) in the order they were started, as if run one after another. A
-        worker returns only the metrics, and a run must depend on its seed alone (see `vitlib.studies.parallel`)."""
+        worker returns only the metrics, and a run must depend on its seed alone (see `course.parallel`)."""
         if self._queue is not None:
             raise RuntimeError("exp.batch() blocks do not nest: start every run of the batch in one block.")
         self._queue = []
@@ -188,7 +189,7 @@ class Experiment:
 
     def claim(self, claim_id: str, comparison: dict, why: str = "", tested: bool = True) -> dict:
         """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
-        vitlib.studies.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
+        course.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
         return it: diff, se, low, high, p, verdict, n and compared). Saved with the results.
 
         Where the comparison's two arms turned out to be one condition (`compare` records it as tested=False: the two
@@ -257,7 +258,7 @@ class Experiment:
             "threads": torch.get_num_threads(),
             "cpu": device_name(torch.device("cpu")),
             # the kernels PyTorch dispatches to (AVX2, AVX512, ...): a re-run on other kernels can differ in a run's
-            # last bits and, over thousands of steps, in its numbers (vitlib.studies.replication)
+            # last bits and, over thousands of steps, in its numbers (course.replication)
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "gpu": device_name(torch.device("cuda")) if torch.cuda.is_available() else None,
             "minutes": (time.perf_counter() - self.started) / 60,

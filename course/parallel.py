@@ -64,7 +64,7 @@ def check_jobs(jobs: int) -> int:
 
 STARTS = ("fork", "spawn", "forkserver")  # how the workers start (see the module's text)
 START_VARIABLE = "VITLIB_START"  # the default `start` of every sweep (e.g. for a notebook run by papermill on a GPU)
-PRELOAD = ["torch", "vitlib", "vitlib.train", "vitlib.studies.experiments"]  # imported once by the forkserver
+PRELOAD = ["torch", "vitlib", "vitlib.train", "course.experiments"]  # imported once by the forkserver
 
 
 def check_start(start: str | None) -> str:

@@ -11,8 +11,9 @@ import dataclasses
 import torch
 from torch import nn
 
-from ..data import Dataset, TensorSplit
-from ..model import create_cnn, create_model, patchify, unpatchify
+from vitlib.data import Dataset, TensorSplit
+from vitlib.model import create_cnn, create_model, patchify, unpatchify
+
 from .datasize import equivariance_error
 from .runs import train_run
 from .stats import mean_std, t_interval
@@ -160,7 +161,7 @@ def influence(fn, x: torch.Tensor, select) -> torch.Tensor:
 def translation_error(fn, x: torch.Tensor, dy: int, dx: int, border: int) -> float:
     """max |fn(shift(x)) - shift(fn(x))| away from the borders (`border` pixels of the output left out), for a map
     fn of images to same-size feature maps and a shift by (dy, dx) pixels (zeros shifted in): the absolute
-    `vitlib.studies.datasize.equivariance_error` of a non-circular shift."""
+    `course.datasize.equivariance_error` of a non-circular shift."""
     return equivariance_error(fn, x, dy, dx, circular=False, border=border, relative=False)
 
 
@@ -181,7 +182,7 @@ def absorb_patch_permutation(vit: nn.Module, perm: torch.Tensor) -> nn.Module:
         raise ValueError(f"absorbing a patch shuffle needs learned 1D E_pos, this ViT has {vit.config.pos_embed!r}.")
     out, prefix = copy.deepcopy(vit), vit.num_prefix_tokens
     with torch.no_grad():
-        out.pos_embed.weight[:, prefix:] = vit.pos_embed.weight[:, prefix + perm]
+        out.pos_embed[:, prefix:] = vit.pos_embed[:, prefix + perm]
     return out
 
 

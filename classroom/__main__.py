@@ -1,4 +1,4 @@
-"""python -m vitlib.classroom {release,grade,check,points}: the course as graded assignments (README, "For
+"""python -m classroom {release,grade,check,points}: the course as graded assignments (README, "For
 instructors")."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .runner import ClassroomError, Options, course_root
-from .sandbox import Limits
+from .runner import ClassroomError, Options
+from .sandbox import Limits, course_root
 
 
 def _source(value: str | None) -> Path:
@@ -143,7 +143,7 @@ def cmd_points(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vitlib.classroom", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m classroom", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("release", help="write the student versions (notebooks, library starter and visible tests)")
     p.add_argument("--source", help="the instructor's notebooks folder (default: ./notebooks, else the course's)")

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..model import check_patch_size
-from .attention_maps import class_attention
+from vitlib.analysis.attention import class_attention
+from vitlib.model import check_patch_size
 
 PATCH_GRID_GID = "patch-grid"
 
@@ -263,7 +263,7 @@ def show_attention_matrix(
 def cls_attention_grid(weights: torch.Tensor, grid: tuple[int, int], num_prefix_tokens: int = 1) -> torch.Tensor:
     """The [class] token's attention on the patches, on the patch grid: weights (..., L, L) with L = prefix + N
     -> (..., grid_h, grid_w), row 0 without the prefix columns (these values sum to 1 minus the attention to the
-    prefix tokens): `vitlib.studies.attention_maps.class_attention` on the grid."""
+    prefix tokens): `vitlib.analysis.attention.class_attention` on the grid."""
     return class_attention(weights, num_prefix_tokens, grid)
 
 

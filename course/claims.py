@@ -1,4 +1,4 @@
-"""The claims report built from the runs' results, for the paper's claims listed in `vitlib.studies.paper_claims`
+"""The claims report built from the runs' results, for the paper's claims listed in `course.paper_claims`
 (re-exported here as `CLAIMS`).
 
 Each experiment notebook judges some of these claims (`Experiment.claim(id, comparison)`) and saves them with its
@@ -14,7 +14,8 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..utils import write_json
+from vitlib.utils import write_json
+
 from .forest import forest_plot
 from .paper_claims import CLAIMS
 from .stats import NOT_TESTED, TEST_FIELDS, holm, interval_text

@@ -16,9 +16,10 @@ import dataclasses
 
 from torch import nn
 
-from ..data import Dataset
-from ..objectives import objective_name
-from ..train import TrainConfig, train
+from vitlib.data import Dataset
+from vitlib.objectives import objective_name
+from vitlib.train import TrainConfig, train
+
 from .runs import stop_reason
 
 

@@ -1,7 +1,7 @@
 """The course as graded assignments: student versions of the notebooks, a library assignment, and an autograder.
 
-    python -m vitlib.classroom release --out assignments/release
-    python -m vitlib.classroom grade SUBMISSIONS --out REPORTS
+    python -m classroom release --out assignments/release
+    python -m classroom grade SUBMISSIONS --out REPORTS
 
 The instructor's notebooks stay the single source: exercises, solutions and checks are found by the cells' tags
 (`exercise`, `solution`, `exercise-check`, `hidden-check`), points by `metadata.course.points` (default 1). Student

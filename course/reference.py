@@ -9,9 +9,9 @@ import torch
 import torchvision.transforms.v2.functional as TF
 from PIL import Image
 
-from ..data import IMAGENET_MEAN, IMAGENET_STD
-from ..model import from_jax_npz, from_timm, from_torchvision, heads_for_width
-from ..utils import square_grid
+from vitlib.data import IMAGENET_MEAN, IMAGENET_STD
+from vitlib.model import from_jax_npz, from_timm, from_torchvision, heads_for_width
+from vitlib.utils import square_grid
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff")
 

@@ -27,11 +27,6 @@ class ClassroomError(ValueError):
     """A usage error: the message says what was wrong and what to do."""
 
 
-def course_root() -> Path:
-    """The course's folder: the one above the vitlib package (notebooks/ and data/ live there)."""
-    return Path(__file__).resolve().parent.parent.parent
-
-
 def catalogue(source: Path) -> dict[str, Path]:
     """Assignment name -> instructor source: every NN_*.ipynb in `source`, and the library assignment."""
     if not source.is_dir():

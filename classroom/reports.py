@@ -8,7 +8,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from ..utils import write_csv
+from vitlib.utils import write_csv
 
 COLUMNS = ["student", "assignment", "exercise", "points", "max_points", "status", "message"]
 

@@ -3,18 +3,15 @@ and the similarity of the position embeddings E_pos (Fig. 7, center, and Fig. 10
 
     filters, share = embedding_filters(model, k=28)   # Fig. 7 (left): top principal components of E as images
     sim = position_similarity(model)                  # (N, gh, gw): patch i's E_pos against every patch
-    plot_position_similarity(model, title="trained")  # Fig. 7 (center): one tile per patch, in the patch grid
 
-`model` may be a `VisionTransformer`, its `PositionEmbedding`, or a tensor of embeddings ((N, D), (prefix + N, D) or
-(1, prefix + N, D)); the [class] token's embedding (the prefix) is left out, as in the paper's figure.
+`model` may be a `VisionTransformer` or a tensor of embeddings ((N, D), (prefix + N, D) or (1, prefix + N, D)); the
+[class] token's embedding (the prefix) is left out, as in the paper's figure.
 """
 
 from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -24,18 +21,17 @@ from ..utils import square_grid
 def patch_position_embeddings(source, grid: tuple[int, int] | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
     """The position embeddings of the patches only, as (N, D) with their grid (gh, gw): [class] / prefix rows dropped.
 
-    `source` is a VisionTransformer, a PositionEmbedding or a tensor. For a tensor without `grid`, the grid is taken
-    to be square: N rows (a square number) or 1 + N rows (a [class] embedding first)."""
-    module = getattr(source, "pos_embed", source)  # a model holds its PositionEmbedding as .pos_embed
-    if isinstance(module, torch.nn.Module):
-        emb = module.embeddings()
+    `source` is a VisionTransformer or a tensor. For a tensor without `grid`, the grid is taken to be square: N rows
+    (a square number) or 1 + N rows (a [class] embedding first)."""
+    if isinstance(source, torch.nn.Module):
+        emb = source.position_embedding()
         if emb is None:
             raise ValueError(
-                f"position embeddings of kind {module.kind!r} add nothing to the tokens, so there is no "
+                f"position embeddings of kind {source.config.pos_embed!r} add nothing to the tokens, so there is no "
                 f"embedding to compare: use a model with 'learned', 'learned2d' or 'sincos2d'."
             )
-        grid = tuple(module.grid) if grid is None else tuple(grid)
-        emb = emb[0, module.num_prefix_tokens :]
+        grid = tuple(source.patch_embed.grid) if grid is None else tuple(grid)
+        emb = emb[0, source.num_prefix_tokens :]
     else:
         emb = torch.as_tensor(source)
         if emb.ndim == 3:
@@ -64,55 +60,6 @@ def position_similarity(source, grid: tuple[int, int] | None = None) -> torch.Te
     emb, (gh, gw) = patch_position_embeddings(source, grid)
     unit = F.normalize(emb, dim=-1)
     return (unit @ unit.T).reshape(gh * gw, gh, gw)
-
-
-def similarity_mosaic(similarity: torch.Tensor, pad: int = 1) -> np.ndarray:
-    """The (N, gh, gw) similarities laid out as in Fig. 7 (center): tile i, a gh x gw image, sits at the grid position
-    of patch i; tiles are separated by `pad` rows/columns of NaN (drawn blank). Returns a float array."""
-    similarity = torch.as_tensor(similarity).detach().cpu().double()
-    n, gh, gw = similarity.shape
-    if n != gh * gw:
-        raise ValueError(f"expected one gh x gw tile per patch, got {n} tiles of {gh}x{gw}.")
-    out = np.full((gh * gh + (gh - 1) * pad, gw * gw + (gw - 1) * pad), np.nan)
-    for i in range(n):
-        r, c = divmod(i, gw)
-        top, left = r * (gh + pad), c * (gw + pad)
-        out[top : top + gh, left : left + gw] = similarity[i].numpy()
-    return out
-
-
-def plot_position_similarity(
-    source,
-    grid: tuple[int, int] | None = None,
-    ax=None,
-    title: str | None = None,
-    pad: int = 1,
-    colorbar: bool = True,
-    cmap: str = "viridis",
-    vmin: float | None = -1.0,
-    vmax: float | None = 1.0,
-):
-    """Fig. 7 (center): for the patch in row r, column c, a tile showing the cosine similarity of its position
-    embedding with those of all patches. One image on the Axes (`ax.images[0]`, the `similarity_mosaic`); returns ax.
-    The colour scale is the paper's, -1 to 1; vmin=None / vmax=None fit it to the data instead."""
-    sim = position_similarity(source, grid)
-    gh, gw = sim.shape[1:]
-    mosaic = similarity_mosaic(sim, pad)
-    ax = ax if ax is not None else plt.figure(figsize=(4.2, 3.6), layout="constrained").add_subplot()
-    colormap = plt.get_cmap(cmap).with_extremes(bad="white")  # the NaN gaps between tiles
-    im = ax.imshow(mosaic, cmap=colormap, vmin=vmin, vmax=vmax, interpolation="nearest")
-    ax.set_xticks([c * (gw + pad) + (gw - 1) / 2 for c in range(gw)], [str(c + 1) for c in range(gw)])
-    ax.set_yticks([r * (gh + pad) + (gh - 1) / 2 for r in range(gh)], [str(r + 1) for r in range(gh)])
-    ax.tick_params(length=0, labelsize=8)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    ax.set_xlabel("Input patch column")
-    ax.set_ylabel("Input patch row")
-    if title:
-        ax.set_title(title)
-    if colorbar:
-        ax.figure.colorbar(im, ax=ax, shrink=0.8, label="Cosine similarity")
-    return ax
 
 
 # ------------------------------------------------------------------------- the structure of E_pos, as numbers
@@ -209,9 +156,9 @@ def embedding_filters(model, k: int = 28) -> tuple[torch.Tensor, torch.Tensor]:
     """Fig. 7 (left): the top-k principal components of the rows of E (one filter of P x P x C per embedding
     dimension), as images (k, C, P, P), and the share of the variance each explains (k,)."""
     pe = model.patch_embed
-    if not hasattr(pe, "conv_weight"):
+    if not hasattr(pe, "linear_weight"):
         raise ValueError("a hybrid model has no pixel-space patch embedding: its E acts on CNN features (section 3.1).")
-    filters = pe.conv_weight().detach().float().cpu()  # (D, C, P, P)
+    filters = pe.proj.weight.detach().float().cpu()  # (D, C, P, P)
     d = filters.shape[0]
     flat = filters.reshape(d, -1)
     centred = flat - flat.mean(dim=0, keepdim=True)
@@ -219,21 +166,3 @@ def embedding_filters(model, k: int = 28) -> tuple[torch.Tensor, torch.Tensor]:
     k = min(k, vh.shape[0])
     share = s**2 / (s**2).sum()
     return vh[:k].reshape(k, *filters.shape[1:]), share[:k]
-
-
-def plot_embedding_filters(model, k: int = 28, cols: int = 7, size: float = 0.9):
-    """The first k principal components of E, each shown with its own colour scale (as in Fig. 7, left)."""
-    comps, share = embedding_filters(model, k)
-    rows = -(-len(comps) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(cols * size, rows * size), squeeze=False, layout="constrained")
-    for i, ax in enumerate(axes.flat):
-        ax.axis("off")
-        if i < len(comps):
-            c = comps[i]
-            c = (c - c.min()) / (c.max() - c.min()).clamp_min(1e-12)
-            ax.imshow(
-                (c[0] if c.shape[0] == 1 else c.permute(1, 2, 0)).numpy(), cmap="gray" if c.shape[0] == 1 else None
-            )
-            ax.set_title(f"{100 * share[i]:.0f}%", fontsize=6)
-    fig.suptitle("Principal components of the patch embedding E", fontsize=9)
-    return fig

@@ -1,4 +1,4 @@
-"""Learning-rate sweeps on top of `vitlib.studies.experiments`: train each design at several learning rates, pick each
+"""Learning-rate sweeps on top of `course.experiments`: train each design at several learning rates, pick each
 one's best rate on the validation set, and compare the designs at one shared rate and at their own best rates.
 
 Why it matters (Appendix D.3, Fig. 9): the [class] token and global average pooling (GAP) "work similarly well, but

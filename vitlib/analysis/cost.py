@@ -22,7 +22,15 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..model import HybridEmbedding, VisionTransformer, ViTConfig, check_patch_size, count_parameters, parse_name
+from ..model import (
+    HybridEmbedding,
+    VisionTransformer,
+    ViTConfig,
+    build_vit,
+    check_patch_size,
+    count_parameters,
+    parse_name,
+)
 from ..utils import pair
 
 PARTS = ("patch_embed", "qkv", "attn_logits", "attn_values", "attn_proj", "mlp", "head")
@@ -143,11 +151,11 @@ def vit_config(**options) -> ViTConfig:
 
 
 def parameter_count(config: ViTConfig | None = None, **options) -> int:
-    """Parameters of VisionTransformer(config) (or of `vit_config(**options)`), counted without allocating its
-    weights (built on the meta device)."""
+    """Parameters of build_vit(config) (or of `vit_config(**options)`), counted without allocating its weights (built
+    on the meta device)."""
     config = config or vit_config(**options)
     with torch.device("meta"):
-        return count_parameters(VisionTransformer(config))
+        return count_parameters(build_vit(config))
 
 
 def width_for_parameters(

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..data import Dataset, TensorSplit, fraction_of
-from ..model import count_parameters
-from ..train import TrainConfig, resolve_device, train
-from .probe import few_shot_probe
+from vitlib.analysis.probe import few_shot_probe
+from vitlib.data import Dataset, TensorSplit, fraction_of
+from vitlib.model import count_parameters
+from vitlib.train import TrainConfig, resolve_device, train
+
 from .runs import stop_reason
 from .stats import t_interval
 from .sweep import choose_rates
@@ -148,7 +149,7 @@ def run_fractions(
 ) -> list[dict]:
     """For every model name, fraction and seed: a fresh model(seed), trained to its plateau (`train_to_plateau`, within
     cfg's budget of steps, with cfg's patience) on fraction_of(data, fraction, seed); rows go to `exp` (a
-    vitlib.studies.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction,
+    course.experiments.Experiment) as condition '<name> <fraction:g>' with the fields model, fraction,
     n_train and lr, and the metrics test_acc, test_loss, val_acc (best), best_epoch, steps, epochs, params, time_s,
     why it stopped ('plateau' or 'budget'), best_step, final_train_acc and final_val_acc (and, with `shots`,
     few_shot_acc: a linear probe of the frozen features on `shots` validation images per class, as Fig. 4
@@ -183,7 +184,7 @@ def fraction_rates(
     widen: int = 2,
 ) -> dict[str, dict]:
     """Each (model, fraction)'s own learning rate, chosen on validation before the runs that are compared
-    (`vitlib.studies.sweep.choose_rates` over `lrs`, widened where a best rate lies at the grid's edge); rows go to
+    (`course.sweep.choose_rates` over `lrs`, widened where a best rate lies at the grid's edge); rows go to
     `exp`, kept apart from the experiment of the claims. Returns {condition name: {'best', 'lrs', 'widened',
     'bracketed', 'runs'}}: `run_fractions`'s rates (give both the same `shots` and `evaluations`)."""
     arms = {

@@ -1,7 +1,7 @@
 """Measured speed: how the cost of self-attention grows with the sequence length N, training images per second,
 and the timing rounds of the benchmarks (models timed in turns, so a change in the machine's load hits all alike).
 
-    from vitlib.studies.timing import attention_cost, loglog_slope, train_throughput
+    from course.timing import attention_cost, loglog_slope, train_throughput
     rows = attention_cost([16, 64, 256, 1024], dim=64)        # seconds and bytes of the N x N weights per N
     loglog_slope([r["N"] for r in rows], [r["seconds"] for r in rows], min_x=128)   # about 2 at large N
     train_throughput(model, batch_size=64)                     # images/s of forward + backward + AdamW
@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model import attention_weights
-from ..utils import pair
+from vitlib.model import attention_weights
+from vitlib.utils import pair
 
 
 def device_name(device: torch.device) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..model import count_parameters
-from ..train import train
+from vitlib.model import count_parameters
+from vitlib.train import train
 
 
 def stop_reason(result) -> str:

@@ -22,9 +22,9 @@ FILENAME = ASSIGNMENT + ".py"
 
 
 def instructor_dir() -> Path:
-    """$CLASSROOM_INSTRUCTOR, else the course's classroom/instructor/ (next to vitlib in a checkout)."""
+    """$CLASSROOM_INSTRUCTOR, else this package's instructor/ folder."""
     env = os.environ.get("CLASSROOM_INSTRUCTOR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent.parent / "classroom" / "instructor"
+    return Path(env) if env else Path(__file__).resolve().parent / "instructor"
 
 
 HERE = instructor_dir()

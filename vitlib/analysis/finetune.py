@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..model import VisionTransformer, check_patch_size, finetuning_head
+from ..model import VisionTransformer, check_patch_size
 from ..utils import pair
 
 POS_INTERPOLATIONS = ("2d", "1d", "fresh")
@@ -67,7 +67,9 @@ def replace_head(model: VisionTransformer, num_classes: int) -> VisionTransforme
             f"num_classes must be a positive int (K, the classes of the fine-tuning task), got {num_classes!r}."
         )
     device = next(model.parameters()).device
-    model.head = finetuning_head(model.config.dim, num_classes).to(device)
+    model.pre_logits, model.head = nn.Identity(), nn.Linear(model.config.dim, num_classes).to(device)
+    nn.init.zeros_(model.head.weight)
+    nn.init.zeros_(model.head.bias)
     model.config = model.config.replace(num_classes=num_classes, head_hidden=None)
     return model
 
@@ -95,7 +97,7 @@ def prepare_for_finetuning(
         )
     if mode not in ("bicubic", "bilinear", "nearest"):
         raise ValueError(f"unknown interpolation mode {mode!r}: choose bicubic, bilinear or nearest.")
-    kind = model.pos_embed.kind
+    kind = model.config.pos_embed
     if image_size is not None:
         size = pair(image_size, "image_size")
         if min(size) < 1:
@@ -116,7 +118,7 @@ def prepare_for_finetuning(
     replace_head(model, num_classes)
     if image_size is None or tuple(size) == tuple(model.image_size):
         return model
-    old, prefix = model.pos_embed.embeddings(), model.num_prefix_tokens
+    old, prefix = model.position_embedding(), model.num_prefix_tokens
     model.set_image_size(size, mode=mode)  # patch grid, N, E_pos in 2D (`mode`), relative-position tables
     if pos_interp != "2d":  # a baseline replaces the 2D-interpolated E_pos (learned 1D only, checked above)
         n = new_grid[0] * new_grid[1]
@@ -124,5 +126,5 @@ def prepare_for_finetuning(
             new = resample_pos_embed_1d(old, n, prefix)
         else:
             new = fresh_pos_embed(old, n, prefix, torch.Generator().manual_seed(seed))
-        model.pos_embed.weight = nn.Parameter(new.contiguous())
+        model.pos_embed = nn.Parameter(new.contiguous())
     return model

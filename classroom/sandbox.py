@@ -71,17 +71,27 @@ def bwrap() -> str:
     return path
 
 
+def course_root() -> Path:
+    """The course's folder: the one that holds the vitlib and course packages (notebooks/, data/ and results/ too)."""
+    import vitlib
+
+    return Path(vitlib.__file__).resolve().parent.parent
+
+
 def course_notebooks() -> Path:
-    """Where the course's notebooks are (some read their own file, found next to vitlib)."""
-    return Path(__file__).resolve().parent.parent.parent / "notebooks"
+    """Where the course's notebooks are (some read their own file)."""
+    return course_root() / "notebooks"
 
 
 def _readable() -> list[Path]:
-    """What the sandbox may read: the interpreter and its environment, vitlib's source and the course's data."""
-    vitlib_dir = Path(__file__).resolve().parent.parent
-    course = vitlib_dir.parent
+    """What the sandbox may read: the interpreter and its environment, the source of vitlib and of the course, and
+    the course's data and results."""
+    import course
+
+    root = course_root()
     paths = [Path("/usr"), Path("/etc"), Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent]
-    paths += [vitlib_dir] + [course / d for d in ("data", "results") if (course / d).is_dir()]
+    paths += [root / "vitlib", Path(course.__file__).resolve().parent]
+    paths += [root / d for d in ("data", "results") if (root / d).is_dir()]
     return [p for p in dict.fromkeys(p.resolve() for p in paths) if p.exists()]
 
 
