@@ -1,8 +1,9 @@
 """The configuration of a ViT: one frozen dataclass, the variants of Table 1 and their names ('ViT-B/16').
 
-`ViTConfig` is the single description of a model: `VisionTransformer(config)` builds it, `vitlib.studies.cost` counts
-its FLOPs from it, the converters fill it from other libraries' weights, and a checkpoint stores `config.to_dict()`.
-It never changes: another resolution or head is a new config (`config.replace(image_size=384)`).
+`ViTConfig` is the single description of a model: `build_vit(config)` builds it, `vitlib.analysis.cost` counts its
+FLOPs from it, the converters fill it from other libraries' weights, and a checkpoint stores `config.to_dict()`. It
+never changes: another resolution or head is a new config (`config.replace(image_size=384)`). How the model runs
+(fused attention, E as a convolution) is not part of it.
 """
 
 from __future__ import annotations
@@ -67,10 +68,8 @@ class ViTConfig:
     attn_dropout: float = 0.0
     drop_path: float = 0.0  # stochastic depth of the deepest block (not in the paper)
     qkv_bias: bool = True
-    fused: bool = True  # F.scaled_dot_product_attention instead of the written-out softmax
     norm_first: bool = True  # pre-LN (the paper); False: the original Transformer's post-LN
     hybrid: str | None = None  # a CNN stem: 'resnet50' (torchvision) or 'ResNet-8[-w<width>]' (small)
-    conv_patch_embed: bool = True  # E as a Conv2d with kernel = stride = P (the same numbers)
 
     def __post_init__(self):
         if not isinstance(self.image_size, int):
@@ -96,6 +95,14 @@ class ViTConfig:
     @property
     def num_prefix_tokens(self) -> int:
         return 1 if self.class_token else 0
+
+    @property
+    def variant(self) -> str | None:
+        """The options that make this a variant of the paper's ViT (vitlib.model.variants), or None."""
+        found = [f"pos_embed={self.pos_embed!r}"] if self.pos_embed not in ("learned", "none") else []
+        found += ["norm_first=False"] if not self.norm_first else []
+        found += [f"hybrid={self.hybrid!r}"] if self.hybrid else []
+        return ", ".join(found) or None
 
     def replace(self, **changes) -> ViTConfig:
         """A new config with some options changed (checked again)."""

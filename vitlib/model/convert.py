@@ -2,8 +2,9 @@
 
 Each converter reads the other model's sizes into a `ViTConfig` (any width, depth, heads, patch size and image size,
 rectangular included; [class] token or global average pooling; with or without the pre-training MLP head), maps the
-other layout onto vitlib's names and loads strictly, so a missing or left-over tensor is an error, never a silent
-mismatch. What vitlib cannot express (register tokens, LayerScale, a pre-norm, qk-norm, ...) is refused by name.
+other layout onto vitlib's names, which are timm's (so timm's state dict is copied as it is), and loads strictly: a
+missing or left-over tensor is an error, never a silent mismatch. What vitlib cannot express (register tokens,
+LayerScale, a pre-norm, qk-norm, ...) is refused by name.
 """
 
 from __future__ import annotations
@@ -17,11 +18,6 @@ from torch import nn
 from ..utils import square_grid
 from .config import ViTConfig, heads_for_width
 from .vit import VisionTransformer
-
-
-def _linear_from_conv(w: torch.Tensor) -> torch.Tensor:
-    """Conv2d filters (D, C, P, P) -> E as a linear weight (D, P*P*C) in vitlib's (p1 p2 c) patch order."""
-    return w.permute(0, 2, 3, 1).reshape(w.shape[0], -1)
 
 
 def _load(config: ViTConfig, sd: dict, source: str) -> VisionTransformer:
@@ -53,10 +49,10 @@ def _heads(dim: int, num_heads: int | None, source: str) -> int:
 def _head_weights(sd: dict, weight, bias, pre_weight=None, pre_bias=None) -> int | None:
     """Put the classifier (and the pre-training MLP head, if any) into `sd`; returns its hidden width or None."""
     if weight is not None:
-        sd["head.fc.weight"], sd["head.fc.bias"] = weight, bias
+        sd["head.weight"], sd["head.bias"] = weight, bias
     if pre_weight is None:
         return None
-    sd["head.pre_logits.0.weight"], sd["head.pre_logits.0.bias"] = pre_weight, pre_bias
+    sd["pre_logits.0.weight"], sd["pre_logits.0.bias"] = pre_weight, pre_bias
     return pre_weight.shape[0]
 
 
@@ -95,10 +91,10 @@ def from_torchvision(
     dim, in_channels, patch_size = conv.shape[0], conv.shape[1], conv.shape[2]
     n = src["encoder.pos_embedding"].shape[1] - 1
     sd = {
-        "patch_embed.proj.weight": _linear_from_conv(conv),
+        "patch_embed.proj.weight": conv,
         "patch_embed.proj.bias": src["conv_proj.bias"],
-        "cls_token.token": src["class_token"],
-        "pos_embed.weight": src["encoder.pos_embedding"],
+        "cls_token": src["class_token"],
+        "pos_embed": src["encoder.pos_embedding"],
         "norm.weight": src["encoder.ln.weight"],
         "norm.bias": src["encoder.ln.bias"],
     }
@@ -165,18 +161,6 @@ def from_timm(model: nn.Module) -> VisionTransformer:
     src = model.state_dict()
     conv = src["patch_embed.proj.weight"]
     dim, in_channels, patch_size = conv.shape[0], conv.shape[1], conv.shape[2]
-    class_token = "cls_token" in src
-    sd = {
-        "patch_embed.proj.weight": _linear_from_conv(conv),
-        "patch_embed.proj.bias": src["patch_embed.proj.bias"],
-        "pos_embed.weight": src["pos_embed"],
-        "norm.weight": src["norm.weight"],
-        "norm.bias": src["norm.bias"],
-    }
-    if class_token:
-        sd["cls_token.token"] = src["cls_token"]
-    _head_weights(sd, src.get("head.weight"), src.get("head.bias"))
-    sd.update({k: v for k, v in src.items() if k.startswith("blocks.")})
     config = ViTConfig(
         image_size=_image_size(tuple(model.patch_embed.grid_size), patch_size),
         patch_size=patch_size,
@@ -187,10 +171,10 @@ def from_timm(model: nn.Module) -> VisionTransformer:
         heads=model.blocks[0].attn.num_heads,
         mlp_dim=src["blocks.0.mlp.fc1.weight"].shape[0],
         pool="cls" if model.global_pool == "token" else "gap",
-        class_token=class_token,
+        class_token="cls_token" in src,
         qkv_bias="blocks.0.attn.qkv.bias" in src,
     )
-    return _load(config, sd, "from_timm")
+    return _load(config, src, "from_timm")  # timm's names are vitlib's: its state dict as it is
 
 
 # ------------------------------------------------------------------------------------------------ original JAX
@@ -212,14 +196,14 @@ def from_jax_npz(path: str | Path, image_size: int | tuple[int, int] | None = No
     pos = w["Transformer/posembed_input/pos_embedding"]
     class_token = "cls" in w
     sd = {
-        "patch_embed.proj.weight": kernel.permute(3, 0, 1, 2).reshape(dim, -1),
+        "patch_embed.proj.weight": kernel.permute(3, 2, 0, 1),  # HWIO -> (D, C, P, P)
         "patch_embed.proj.bias": w["embedding/bias"],
-        "pos_embed.weight": pos,
+        "pos_embed": pos,
         "norm.weight": w["Transformer/encoder_norm/scale"],
         "norm.bias": w["Transformer/encoder_norm/bias"],
     }
     if class_token:
-        sd["cls_token.token"] = w["cls"]
+        sd["cls_token"] = w["cls"]
     pre = w.get("pre_logits/kernel")
     hidden = _head_weights(
         sd, w["head/kernel"].T, w["head/bias"], None if pre is None else pre.T, w.get("pre_logits/bias")
@@ -233,7 +217,7 @@ def from_jax_npz(path: str | Path, image_size: int | tuple[int, int] | None = No
         image_size=image_size or _image_size(square_grid(n), patch_size),
         patch_size=patch_size,
         in_channels=in_channels,
-        num_classes=sd["head.fc.weight"].shape[0],
+        num_classes=sd["head.weight"].shape[0],
         dim=dim,
         depth=depth,
         heads=heads,

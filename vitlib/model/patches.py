@@ -1,12 +1,13 @@
 """Cutting an image into a sequence of flattened patches and back (section 3.1: x in R^{H x W x C} ->
-x_p in R^{N x (P^2 C)})."""
+x_p in R^{N x (P^2 C)}), and per-patch embeddings resampled to another patch grid (section 3.2)."""
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 
-from ..utils import pair
+from ..utils import pair, square_grid
 
 
 def check_patch_size(image_size: int | tuple[int, int], patch_size: int) -> tuple[int, int]:
@@ -40,3 +41,21 @@ def unpatchify(patches: torch.Tensor, patch_size: int, grid: tuple[int, int], ch
             f"of {patch_size}x{patch_size}x{channels} patches, got {tuple(patches.shape)}."
         )
     return rearrange(patches, "b (h w) (p1 p2 c) -> b c (h p1) (w p2)", h=gh, w=gw, p1=patch_size, p2=patch_size)
+
+
+def resample_pos_embed(pos_embed, new_grid, old_grid=None, num_prefix_tokens: int = 1, mode: str = "bicubic"):
+    """2D-interpolate (1, prefix + gh*gw, D) position embeddings to another patch grid (section 3.2); the prefix
+    ([class]) rows are kept apart. `mode` 'bicubic' is timm's; the original release zooms linearly ('bilinear')."""
+    prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
+    n, dim = grid.shape[1], grid.shape[2]
+    old_grid = square_grid(n, "patch position embeddings") if old_grid is None else tuple(old_grid)
+    if old_grid[0] * old_grid[1] != n:
+        raise ValueError(
+            f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} cells but there are {n} patch embeddings."
+        )
+    if tuple(old_grid) == tuple(new_grid):
+        return pos_embed
+    grid = grid.reshape(1, *old_grid, dim).permute(0, 3, 1, 2).float()
+    grid = F.interpolate(grid, size=tuple(new_grid), mode=mode, align_corners=False)
+    grid = grid.permute(0, 2, 3, 1).reshape(1, new_grid[0] * new_grid[1], dim).to(pos_embed.dtype)
+    return torch.cat([prefix, grid], dim=1)

@@ -1,160 +1,267 @@
-"""The Vision Transformer (section 3.1, eq. 1-4), built from a `ViTConfig`; the variants of Table 1 by name."""
+"""The Vision Transformer of section 3.1, top to bottom: the patch embedding E, eq. (1) with the [class] token and
+E_pos, multi-head self-attention (appendix A), the MLP, the pre-LN block (eq. 2-3), the final LN and y (eq. 4), the
+head. Parameter names are timm's (`cls_token`, `pos_embed`, `patch_embed.proj`, `blocks.N.attn.qkv`, `norm`, `head`),
+so timm's weights load as they are. The variants one notebook each studies are in `vitlib.model.variants`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
+import torch.nn.functional as F
+from einops import rearrange
 from torch import nn
 
 from ..utils import pair
-from .attention import record_attention
-from .config import ViTConfig, parse_name
-from .embedding import ClassToken, PatchEmbedding
-from .encoder import EncoderBlock, PostNormEncoderBlock
-from .heads import ClassifierHead
-from .hybrid import HybridEmbedding, hybrid_stem
-from .position import PositionEmbedding
+from .config import ViTConfig, check_heads
+from .patches import check_patch_size, patchify, resample_pos_embed
+
+
+class PatchEmbedding(nn.Module):
+    """x_p E (eq. 1): each P x P patch flattened and projected to D, (B, C, H, W) -> (B, N, D). E is stored as timm's
+    Conv2d with kernel = stride = P; `conv=False` applies it as the linear map of the paper to `patchify`'s patches
+    (the same numbers: a choice of execution, not of the model)."""
+
+    def __init__(self, *, image_size, patch_size: int, in_channels: int, dim: int, conv: bool = True):
+        super().__init__()
+        self.patch_size, self.in_channels, self.conv = patch_size, in_channels, conv
+        self.resize(image_size)
+        self.proj = nn.Conv2d(in_channels, dim, kernel_size=patch_size, stride=patch_size)
+
+    def resize(self, image_size) -> None:
+        """Read images of another size with the same P and E (section 3.2): the patch grid and N follow."""
+        self.grid = check_patch_size(image_size, self.patch_size)  # (H/P, W/P), or a clear error
+        self.image_size, self.num_patches = image_size, self.grid[0] * self.grid[1]
+
+    def linear_weight(self) -> torch.Tensor:
+        """E as the linear map's weight (D, P^2 C), its inputs in `patchify`'s (p1 p2 c) order."""
+        return self.proj.weight.permute(0, 2, 3, 1).flatten(1)
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Xavier-uniform on E as the (D, P^2 C) matrix it is; the bias zero."""
+        w = nn.init.xavier_uniform_(torch.empty_like(self.linear_weight()))
+        self.proj.weight.copy_(w.view(len(w), self.patch_size, self.patch_size, -1).permute(0, 3, 1, 2))
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if self.conv:
+            return self.proj(images).flatten(2).transpose(1, 2)  # (B, D, H/P, W/P) -> (B, N, D)
+        return F.linear(patchify(images, self.patch_size), self.linear_weight(), self.proj.bias)
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """A = softmax(q k^T / sqrt(D_h) + bias) (eq. 6), for q, k of shape (..., N, D_h); `bias`: additive logits."""
+    logits = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    return (logits if bias is None else logits + bias).softmax(dim=-1)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """MSA (eq. 5-8): softmax(q k^T / sqrt(D_h)) v for each head, then U_msa. Through F.scaled_dot_product_attention
+    when `fused` (a choice of execution), else written out; inside `record_attention` written out, A kept."""
+
+    def __init__(self, *, dim: int, heads: int, qkv_bias: bool = True, attn_dropout: float = 0.0, fused: bool = True):
+        super().__init__()
+        check_heads(dim, heads)
+        self.heads, self.head_dim, self.fused, self.attn_dropout = heads, dim // heads, fused, attn_dropout
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)  # U_qkv, rows ordered (q|k|v, head, d) like timm's
+        self.proj = nn.Linear(dim, dim)  # U_msa
+        self.recorded: list[torch.Tensor] | None = None  # set by record_attention
+
+    def logit_bias(self, q: torch.Tensor) -> torch.Tensor | None:
+        """Logits added to q k^T / sqrt(D_h) before the softmax: none here (relative attention adds some)."""
+        return None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = rearrange(self.qkv(x), "b n (three h d) -> three b h n d", three=3, h=self.heads)
+        bias, dropout = self.logit_bias(q), self.attn_dropout if self.training else 0.0
+        if self.fused and self.recorded is None:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)
+        else:
+            weights = attention_weights(q, k, bias)  # A (B, heads, N, N)
+            if self.recorded is not None:
+                self.recorded.append(weights)
+            out = F.dropout(weights, dropout, self.training) @ v
+        return self.proj(rearrange(out, "b h n d -> b n (h d)"))
+
+
+@contextmanager
+def record_attention(module: nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Within the block, every MultiHeadSelfAttention in `module` writes its attention out and appends its weights A
+    (B, heads, N, N) to the list this yields, in the order they run."""
+    weights: list[torch.Tensor] = []
+    layers = [m for m in module.modules() if isinstance(m, MultiHeadSelfAttention)]
+    before = [layer.recorded for layer in layers]
+    for layer in layers:
+        layer.recorded = weights
+    try:
+        yield weights
+    finally:
+        for layer, recorded in zip(layers, before):
+            layer.recorded = recorded
+
+
+class MLP(nn.Module):
+    """Two layers with a GELU non-linearity (section 3.1)."""
+
+    def __init__(self, *, dim: int, hidden: int, dropout: float = 0.0):
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class DropPath(nn.Module):
+    """Stochastic depth: drops a residual branch per sample with probability p (not in the paper; a small-data aid)."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = x.new_empty(x.shape[0], *([1] * (x.ndim - 1))).bernoulli_(1 - self.p)
+        return x * keep / (1 - self.p)
+
+
+class EncoderBlock(nn.Module):
+    """One pre-LN block: z'_l = MSA(LN(z_{l-1})) + z_{l-1} (eq. 2), z_l = MLP(LN(z'_l)) + z'_l (eq. 3)."""
+
+    def __init__(self, *, dim: int, heads: int, mlp_dim: int, dropout=0.0, drop_path=0.0, attn=None, **msa_options):
+        """`msa_options` (qkv_bias, attn_dropout, fused) go to MultiHeadSelfAttention; `attn`: another attention."""
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = attn or MultiHeadSelfAttention(dim=dim, heads=heads, **msa_options)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = MLP(dim=dim, hidden=mlp_dim, dropout=dropout)
+        self.drop, self.drop_path = nn.Dropout(dropout), DropPath(drop_path)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        z = z + self.drop_path(self.drop(self.attn(self.norm1(z))))  # eq. (2)
+        return z + self.drop_path(self.mlp(self.norm2(z)))  # eq. (3)
 
 
 class VisionTransformer(nn.Module):
-    """z0 = [x_class; x_p E] + E_pos (1); L pre-LN blocks (2, 3); y = LN(z_L^0) (4); then a classifier head.
+    """z0 = [x_class; x_p E] + E_pos (1); L pre-LN blocks (2, 3); y = LN(z_L^0) (4); then the head.
 
-    Built from a config, `VisionTransformer(config)`, or from its options, `VisionTransformer(image_size=28, ...)`
-    (options given beside a config replace its values). `forward(images)` is `forward_head(forward_features(images))`;
-    `attention_maps(images)` gives every layer's attention weights."""
+    Built from a `ViTConfig` or its options (`VisionTransformer(image_size=28, ...)`; options beside a config replace
+    its values). `fused` and `conv_patch_embed` choose how attention and E run, not what they compute. A config that
+    names a variant (2D / relative E_pos, post-LN, a CNN stem) builds with `vitlib.build_vit` or `create_model`."""
 
-    def __init__(self, config: ViTConfig | None = None, **options):
+    def __init__(
+        self, config: ViTConfig | None = None, *, fused: bool = True, conv_patch_embed: bool = True, **options
+    ):
         super().__init__()
         config = ViTConfig(**options) if config is None else config.replace(**options) if options else config
         self.config = c = config
-        if c.hybrid:
-            stem = hybrid_stem(c.hybrid, c.patch_size, c.in_channels)
-            self.patch_embed = HybridEmbedding(
-                backbone=stem, image_size=c.image_size, in_channels=c.in_channels, dim=c.dim, stride=c.patch_size
+        if type(self) is VisionTransformer and c.variant:
+            raise ValueError(
+                f"{c.variant} is a variant (vitlib.model.variants): build it with vitlib.build_vit(config)."
             )
-        else:
-            self.patch_embed = PatchEmbedding(
-                image_size=c.image_size,
-                patch_size=c.patch_size,
-                in_channels=c.in_channels,
-                dim=c.dim,
-                conv=c.conv_patch_embed,
-            )
-        self.cls_token = ClassToken(dim=c.dim) if c.class_token else None
-        self.pos_embed = PositionEmbedding(
-            kind=c.pos_embed, grid=self.patch_embed.grid, dim=c.dim, num_prefix_tokens=c.num_prefix_tokens
-        )
-        self.dropout = nn.Dropout(c.dropout)
-        block = EncoderBlock if c.norm_first else PostNormEncoderBlock
-        self.blocks = nn.ModuleList(
-            [
-                block(
-                    dim=c.dim,
-                    heads=c.heads,
-                    mlp_dim=c.mlp_dim,
-                    dropout=c.dropout,
-                    attn_dropout=c.attn_dropout,
-                    drop_path=c.drop_path * i / max(c.depth - 1, 1),
-                    qkv_bias=c.qkv_bias,
-                    fused=c.fused,
-                    relative_tokens=self.num_patches + c.num_prefix_tokens if c.pos_embed == "relative" else None,
-                )
-                for i in range(c.depth)
-            ]
-        )
+        self.patch_embed = self.make_patch_embed(c, conv_patch_embed)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.class_token else None  # x_class
+        self.make_pos_embed(c)  # E_pos
+        self.pos_drop = nn.Dropout(c.dropout)  # the embedding dropout (appendix B.1)
+        self.blocks = nn.ModuleList([self.make_block(c, i, fused) for i in range(c.depth)])
         self.norm = nn.LayerNorm(c.dim, eps=1e-6)
-        self.head = ClassifierHead(
-            dim=c.dim, num_classes=c.num_classes, hidden=c.head_hidden, zero_init=c.head_hidden is None
-        )
-        self._init_weights()
+        hidden = c.head_hidden  # the pre-training head's tanh layer (section 3.1), or a plain linear head (3.2)
+        self.pre_logits = nn.Sequential(nn.Linear(c.dim, hidden), nn.Tanh()) if hidden else nn.Identity()
+        self.head = nn.Linear(hidden or c.dim, c.num_classes) if c.num_classes > 0 else nn.Identity()
+        self.init_weights()
 
-    def _init_weights(self) -> None:
+    def make_patch_embed(self, c: ViTConfig, conv: bool) -> nn.Module:
+        return PatchEmbedding(
+            image_size=c.image_size, patch_size=c.patch_size, in_channels=c.in_channels, dim=c.dim, conv=conv
+        )
+
+    def make_pos_embed(self, c: ViTConfig) -> None:
+        n = c.num_prefix_tokens + self.num_patches
+        self.pos_embed = nn.Parameter(torch.randn(1, n, c.dim) * 0.02) if c.pos_embed == "learned" else None
+
+    def make_block(self, c: ViTConfig, i: int, fused: bool, block: type = EncoderBlock) -> nn.Module:
+        return block(
+            dim=c.dim,
+            heads=c.heads,
+            mlp_dim=c.mlp_dim,
+            attn=self.make_attention(c, i, fused),
+            dropout=c.dropout,
+            drop_path=c.drop_path * i / max(c.depth - 1, 1),
+        )
+
+    def make_attention(self, c: ViTConfig, i: int, fused: bool) -> nn.Module:
+        return MultiHeadSelfAttention(
+            dim=c.dim, heads=c.heads, qkv_bias=c.qkv_bias, attn_dropout=c.attn_dropout, fused=fused
+        )
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """As the JAX release: Xavier-uniform for E and the encoder's linear layers, zero biases, a zero linear head."""
         for name, m in self.named_modules():
-            if isinstance(m, nn.Linear) and not name.startswith(("head", "patch_embed.backbone")):
+            if isinstance(m, PatchEmbedding):
+                m.init_weights()
+            elif isinstance(m, nn.Linear) and not name.startswith(("head", "pre_logits", "patch_embed.backbone")):
                 nn.init.xavier_uniform_(m.weight)
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+        if isinstance(self.head, nn.Linear) and not self.config.head_hidden:
+            nn.init.zeros_(self.head.weight)
+            nn.init.zeros_(self.head.bias)
 
-    # the sizes, read off the config (which changes only by set_image_size)
-    @property
-    def image_size(self) -> tuple[int, int]:
-        return self.config.size
-
-    @property
-    def in_channels(self) -> int:
-        return self.config.in_channels
-
-    @property
-    def pool(self) -> str:
-        return self.config.pool
-
-    @property
-    def num_prefix_tokens(self) -> int:
-        return self.config.num_prefix_tokens
-
-    @property
-    def num_patches(self) -> int:
-        return self.patch_embed.num_patches
+    image_size = property(lambda self: self.config.size, doc="(H, W), read off the config")
+    in_channels = property(lambda self: self.config.in_channels)
+    pool = property(lambda self: self.config.pool)
+    num_prefix_tokens = property(lambda self: self.config.num_prefix_tokens)
+    num_patches = property(lambda self: self.patch_embed.num_patches)
 
     def check_input(self, images: torch.Tensor) -> None:
         """Raise a clear error when images are not (B, C, H, W) of the size and channels the model was built for."""
+        (h, w), shape = self.image_size, tuple(images.shape)
         if images.ndim != 4:
+            raise ValueError(f"expected images (B, C, H, W), got shape {shape}; for one image use images.unsqueeze(0).")
+        if shape[1] != self.in_channels:
             raise ValueError(
-                f"expected a batch of images (B, C, H, W), got a tensor of shape {tuple(images.shape)}; "
-                f"for one image use images.unsqueeze(0)."
+                f"the model expects {self.in_channels}-channel images, got {shape[1]} channels: convert them "
+                f"(grayscale <-> RGB) or build the model with in_channels={shape[1]}."
             )
-        if images.shape[1] != self.in_channels:
+        if shape[2:] != (h, w):
             raise ValueError(
-                f"the model expects {self.in_channels}-channel images, got {images.shape[1]} channels: "
-                f"convert the images (e.g. grayscale <-> RGB) or build the model with "
-                f"in_channels={images.shape[1]}."
-            )
-        if tuple(images.shape[-2:]) != self.image_size:
-            h, w = self.image_size
-            raise ValueError(
-                f"the model was built for {h}x{w} images, got {images.shape[-2]}x{images.shape[-1]}: "
-                f"resize the images (torchvision.transforms.v2.Resize(({h}, {w}))) or call "
-                f"model.set_image_size({tuple(images.shape[-2:])}) to interpolate E_pos (section 3.2)."
+                f"the model was built for {h}x{w} images, got {shape[2]}x{shape[3]}: resize them (transforms.v2."
+                f"Resize(({h}, {w}))) or call model.set_image_size({shape[2:]}) to interpolate E_pos (section 3.2)."
             )
 
-    def forward_features(
-        self,
-        images: torch.Tensor,
-        keep: torch.Tensor | None = None,
-        corrupt: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """Eq. (1)-(3) and the final LN: images (B, C, H, W) -> the normalised z_L (B, prefix + N, D).
+    def position_embedding(self) -> torch.Tensor | None:
+        """E_pos, (1, prefix + N, D), or None for a model without one."""
+        return self.pos_embed
 
-        `keep` (B, K) patch indices: only those patches, each with its own E_pos, go on (MAE): (B, prefix + K, D).
-        `corrupt`: a function applied to x_p E (B, N, D) before eq. (1) (masked patch prediction's corruption)."""
-        self.check_input(images)
-        x = self.patch_embed(images)  # x_p E: (B, N, D)
-        if corrupt is not None:
-            x = corrupt(x)
-        # eq. (1): z0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos, then the embedding dropout (Appendix B.1)
-        if keep is None:
-            z = self.pos_embed(self.cls_token(x) if self.cls_token is not None else x)
-        else:  # MAE: only the kept patches go on, each with its own E_pos, [class] with its own
-            pos, prefix = self.pos_embed.embeddings(), self.num_prefix_tokens
-            if pos is None:
-                raise ValueError(
-                    f"keeping some patches needs an absolute E_pos per patch; this model has "
-                    f"pos_embed={self.config.pos_embed!r}: use 'learned', 'learned2d' or 'sincos2d'."
-                )
-            z = torch.gather(x + pos[:, prefix:], 1, keep[..., None].expand(-1, -1, x.shape[-1]))
-            if self.cls_token is not None:
-                z = torch.cat([(self.cls_token.token + pos[:, :prefix]).expand(len(z), -1, -1), z], dim=1)
-        z = self.dropout(z)
-        for block in self.blocks:  # eq. (2)-(3)
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. (1) from the patch embeddings x = x_p E (B, N, D): z0 = [x_class; x_p^1 E; ...; x_p^N E] + E_pos."""
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(len(x), -1, -1), x], dim=1)
+        pos = self.position_embedding()
+        return x if pos is None else x + pos
+
+    def transformer(self, z: torch.Tensor) -> torch.Tensor:
+        """The encoder on z0 (B, L, D): the embedding dropout, the L blocks (eq. 2-3), the final LN."""
+        z = self.pos_drop(z)
+        for block in self.blocks:
             z = block(z)
-        return self.norm(z)  # LN(z_L), every token
+        return self.norm(z)
+
+    def forward_features(self, images: torch.Tensor) -> torch.Tensor:
+        """Images (B, C, H, W) -> LN(z_L) for every token, (B, prefix + N, D)."""
+        self.check_input(images)
+        return self.transformer(self.embed(self.patch_embed(images)))
 
     def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Eq. (4) and the head: y = LN(z_L^0), the [class] token (or, with pool 'gap', the mean of the patch tokens),
-        from forward_features' tokens (B, prefix + N, D); the head's logits (B, K), or y (B, D) when `pre_logits`."""
+        """Eq. (4): y = LN(z_L^0), the [class] token (or with pool 'gap' the mean of the patch tokens), from
+        forward_features' tokens; then the head's logits (B, K), or y itself (B, D) when `pre_logits`."""
         y = tokens[:, 0] if self.pool == "cls" else tokens[:, self.num_prefix_tokens :].mean(dim=1)
-        return y if pre_logits else self.head(y)
+        return y if pre_logits else self.head(self.pre_logits(y))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Images (B, C, H, W) -> logits (B, K)."""
@@ -162,32 +269,25 @@ class VisionTransformer(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
-        """The attention weights softmax(q k^T / sqrt(D_h)) of every layer, each (B, heads, L, L), for analysis: one
-        forward pass with the attention written out (`record_attention`)."""
+        """Every layer's attention weights softmax(q k^T / sqrt(D_h)), each (B, heads, L, L), from one forward pass
+        with the attention written out (`record_attention`)."""
         with record_attention(self.blocks) as weights:
             self.forward_features(images)
         return weights
 
     @torch.no_grad()
-    def set_image_size(self, image_size: int | tuple[int, int], mode: str = "bicubic") -> None:
+    def set_image_size(self, image_size, mode: str = "bicubic") -> None:
         """Fine-tune at another resolution (section 3.2): keep P, resample E_pos to the new patch grid in 2D (`mode`,
         as `resample_pos_embed`); the model gets a new config with the new image size."""
         size, old_grid = pair(image_size, "image_size"), tuple(self.patch_embed.grid)
         self.patch_embed.resize(size)  # the new grid, checked (a hybrid refuses)
-        grid = self.patch_embed.grid
-        self.pos_embed.resize(grid, mode)
-        for block in self.blocks:
-            if block.attn.rel_pos is not None:
-                block.attn.rel_pos.resize(old_grid, grid, self.num_prefix_tokens)
+        self.resize_pos_embed(old_grid, tuple(self.patch_embed.grid), mode)
         self.config = self.config.replace(image_size=size[0] if size[0] == size[1] else size)
 
-
-def create_model(
-    name: str, num_classes: int = 1000, image_size: int = 224, in_channels: int = 3, **overrides
-) -> VisionTransformer:
-    """A model by name, e.g. create_model('ViT-B/16', num_classes=10, image_size=384); keyword overrides win."""
-    options = {**parse_name(name), "num_classes": num_classes, "image_size": image_size, "in_channels": in_channels}
-    return VisionTransformer(ViTConfig(**{**options, **overrides}))
+    def resize_pos_embed(self, old_grid: tuple[int, int], grid: tuple[int, int], mode: str) -> None:
+        if self.pos_embed is not None:
+            pos = resample_pos_embed(self.pos_embed, grid, old_grid, self.num_prefix_tokens, mode)
+            self.pos_embed = nn.Parameter(pos)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

@@ -1,6 +1,6 @@
 """Objectives: classification (the paper's supervised pre-training and fine-tuning), MAE, the paper's masked patch
 prediction (section 4.6) and token labelling (LV-ViT), behind the one interface of `vitlib.objectives.objective`; and
-DINO's self-distillation (`vitlib.objectives.dino`), which `vitlib.studies.dino` trains with its own step."""
+DINO's self-distillation (`vitlib.objectives.dino`), which `course.dino` trains with its own step."""
 
 from torch import nn
 
@@ -36,30 +36,3 @@ def wrap(name: str, vit: VisionTransformer, mean=(0.0,), std=(1.0,)) -> nn.Modul
         )
     get_objective(name)  # a clear error for an unknown name
     return vit
-
-
-__all__ = [
-    "DINO",
-    "DINOHead",
-    "dino_loss",
-    "teacher_momentum",
-    "updated_centre",
-    "MAE",
-    "random_masking",
-    "MaskedPatchPrediction",
-    "corruption_plan",
-    "mean_colour_targets",
-    "OBJECTIVES",
-    "Classification",
-    "SelfSupervised",
-    "StepLoss",
-    "Supervised",
-    "TokenLabelling",
-    "dense_scores",
-    "soft_cross_entropy",
-    "token_loss",
-    "token_targets",
-    "get_objective",
-    "objective_name",
-    "wrap",
-]

@@ -8,7 +8,7 @@ distribution over K prototypes as a momentum teacher gives for another view of i
 The teacher gets no gradient: its weights are an exponential moving average of the student's (momentum 0.996 -> 1,
 cosine), c is a moving average of the teacher's outputs (centring), and tau_t < tau_s sharpens the teacher. The paper
 writes the sum over pairs; the official code divides it by the number of pairs, as here (only the scale differs).
-The training step (views, optimiser, schedules) is in `vitlib.studies.dino`."""
+The training step (views, optimiser, schedules) is in `course.dino`."""
 
 from __future__ import annotations
 

@@ -40,11 +40,11 @@ class MAE(nn.Module):
         super().__init__()
         if not 0 < ratio < 1:
             raise ValueError(f"mask ratio must be between 0 and 1 (MAE uses 0.75), got {ratio}.")
-        if vit.pos_embed.embeddings() is None:
+        if vit.position_embedding() is None:
             raise ValueError(
                 f"MAE drops hidden patches before the encoder, so each kept token needs its own absolute "
                 f"E_pos: build the ViT with pos_embed 'learned', 'learned2d' or 'sincos2d', not "
-                f"{vit.pos_embed.kind!r}."
+                f"{vit.config.pos_embed!r}."
             )
         if vit.config.hybrid:
             raise ValueError("MAE hides pixel patches: use a pure ViT, not a hybrid.")
@@ -62,8 +62,15 @@ class MAE(nn.Module):
         self.decoder_pred = nn.Linear(decoder_dim, p * p * c)
 
     def encode(self, images: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """The ViT on the kept patches only (each with its own E_pos), plus the [class] token: (B, prefix + K, D)."""
-        return self.vit.forward_features(images, keep)
+        """The ViT's own pieces on the kept patches only, each with its own E_pos, and the [class] token with its
+        own: (B, prefix + K, D)."""
+        vit = self.vit
+        vit.check_input(images)
+        x, pos, prefix = vit.patch_embed(images), vit.position_embedding(), vit.num_prefix_tokens  # x_p E, E_pos
+        z = torch.gather(x + pos[:, prefix:], 1, keep[..., None].expand(-1, -1, x.shape[-1]))
+        if vit.cls_token is not None:
+            z = torch.cat([(vit.cls_token + pos[:, :prefix]).expand(len(z), -1, -1), z], dim=1)
+        return vit.transformer(z)
 
     def decode(self, latent: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """Encoded kept patches + [mask] at the hidden places, decoder E_pos (fixed sin-cos), blocks -> pixels per

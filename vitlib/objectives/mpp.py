@@ -92,14 +92,8 @@ class MaskedPatchPrediction(nn.Module):
         self.vit.check_input(images)
         pixels = (images * self.std + self.mean).clamp(0, 1)
         targets = mean_colour_targets(pixels, self.vit.patch_embed.patch_size, self.bits)
-        plan = {}
-
-        def corrupt(x: torch.Tensor) -> torch.Tensor:  # applied by the ViT to x_p E, before eq. (1)
-            x, plan["corrupted"] = self.corrupt(x, generator)
-            return x
-
-        z = self.vit.forward_features(images, corrupt=corrupt)[:, self.vit.num_prefix_tokens :]
-        corrupted = plan["corrupted"]
+        x, corrupted = self.corrupt(self.vit.patch_embed(images), generator)  # x_p E, corrupted before eq. (1)
+        z = self.vit.transformer(self.vit.embed(x))[:, self.vit.num_prefix_tokens :]
         logits = self.predictor(z[corrupted]).float()
         loss = F.cross_entropy(logits, targets[corrupted])
         return loss, (logits.argmax(-1) == targets[corrupted]).float().mean()

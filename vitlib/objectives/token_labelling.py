@@ -101,8 +101,9 @@ class TokenLabelling(nn.Module):
         if self.beta or self.kd:
             tokens, global_target = self.teacher_targets(images)
             if self.beta:
-                head = self.vit.head if self.shared_head else self.token_head
-                parts["token"] = token_loss(head(z[:, self.vit.num_prefix_tokens :]), tokens)
+                patches = z[:, self.vit.num_prefix_tokens :]
+                scores = self.vit.head(self.vit.pre_logits(patches)) if self.shared_head else self.token_head(patches)
+                parts["token"] = token_loss(scores, tokens)
             if self.kd:
                 parts["kd"] = soft_cross_entropy(logits, global_target)
         parts["total"] = parts["class"] + self.beta * parts["token"] + self.kd * parts["kd"]
