@@ -11,46 +11,10 @@ from .config import PRECISIONS, SCHEDULES, TrainConfig, check_config
 from .distributed import resolve_device
 from .ema import EMA
 from .evaluate import evaluate
-from .factory import Result, autocast_dtype, build_model, make_loader, model_config
+from .factory import autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
-from .loop import NonFiniteLossError, plateau_stop, train
+from .loop import NonFiniteLossError, Result, plateau_stop, train
 from .optim import lr_lambda, param_groups, vectorized
 from .presets import PRESETS, Preset, get_preset, preset_options
 from .pretrained import load_pretrained, save_model
-from .run import ResumeMismatchError
-
-__all__ = [
-    "CheckpointError",
-    "load_checkpoint",
-    "read_checkpoint",
-    "save_checkpoint",
-    "main",
-    "make_parser",
-    "parse_config",
-    "PRECISIONS",
-    "SCHEDULES",
-    "TrainConfig",
-    "check_config",
-    "EMA",
-    "evaluate",
-    "RunFolderError",
-    "autocast_dtype",
-    "build_model",
-    "make_loader",
-    "model_config",
-    "resolve_device",
-    "NonFiniteLossError",
-    "plateau_stop",
-    "train",
-    "lr_lambda",
-    "param_groups",
-    "vectorized",
-    "PRESETS",
-    "Preset",
-    "get_preset",
-    "preset_options",
-    "load_pretrained",
-    "save_model",
-    "Result",
-    "ResumeMismatchError",
-]
+from .run import ResumeMismatchError, Run, build_run

@@ -1,5 +1,6 @@
 """The options of a training run: `TrainConfig` (every field is a command-line option of `python -m vitlib.train`),
-their help text (each field's metadata["help"]), and the check that refuses an inconsistent run before it starts."""
+their help text (each field's metadata["help"]), and the check that refuses an inconsistent run before it starts: a
+TrainConfig is frozen and checked once, when it is made (another run's options are a new one: dataclasses.replace)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def option(default, help: str):
     return field(default=default, metadata={"help": help})
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Every option of a run, with its help text; `python -m vitlib.train --help` lists them with these defaults."""
 
@@ -123,7 +124,7 @@ class TrainConfig:
     )
 
     def __post_init__(self):
-        check_fields(self)  # each option in its range, as on the command line; check_config(cfg) adds how they combine
+        check_config(self)  # each option in its range and how they combine, as on the command line
 
     @classmethod
     def from_preset(cls, name: str | None, **overrides) -> TrainConfig:
@@ -260,8 +261,8 @@ def check_fields(cfg: TrainConfig) -> None:
 
 
 def check_config(cfg: TrainConfig) -> None:
-    """Raise a ValueError that names the option, when the run's options do not fit together (and, as check_fields,
-    when one is out of its range: a TrainConfig's fields may have been set after it was made)."""
+    """Raise a ValueError that names the option when one option is out of its range (`check_fields`) or the run's
+    options do not fit together. A TrainConfig calls it when it is made."""
     check_fields(cfg)
     if cfg.min_lr > cfg.lr:
         raise ValueError(

@@ -1,99 +1,25 @@
-"""From a TrainConfig to the `Run` the loop steps, in one pass (`build_run`): the seed, the data, the model sized for
-it (wrapped in its objective) and its configuration as a checkpoint records it, the loaders, the schedule's length,
-the optimiser, EMA, precision and the objective. `vitlib.train.run.start` calls `build_run` once, after it has taken
-the run folder and checked a resumed run's options, and before it restores the checkpoint; nothing here calls back."""
+"""The pieces of a run, built from its options in one pass (`build_parts`): the seed, the data, the model sized for it
+(wrapped in its objective) and its configuration as a checkpoint records it, the loaders, the schedule's length,
+the optimiser, EMA, precision and the objective. `vitlib.train.run.build_run` calls it once, after it has taken the
+run folder and checked a resumed run's options; nothing here calls back."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..data import Dataset, FolderLoader, TensorLoader, TensorSplit, check_finite_images, get_dataset, make_mixer
-from ..model import create_cnn, create_model, is_cnn_name, parse_name
+from ..model import VisionTransformer, create_cnn, create_model, is_cnn_name, parse_name
 from ..objectives import get_objective, objective_name, wrap
 from . import distributed
 from .config import TrainConfig
 from .ema import EMA
-from .folder import RunLock
-from .metrics import MetricsLog
 from .optim import make_optimizer
 
 
-@dataclass
-class Result:
-    model: nn.Module
-    history: list[dict] = field(default_factory=list)  # one row per epoch
-    steps: list[dict] = field(default_factory=list)  # one row per log interval
-    test: dict | None = None
-    out: Path | None = None
-    stopped: str = "done"
-    best_epoch: int | None = None  # with early stopping: the epoch whose weights were kept
-
-    @property
-    def final(self) -> dict:
-        return self.history[-1] if self.history else {}
-
-
-@dataclass(kw_only=True)
-class Run:
-    """Everything a run holds between steps (built by `build_run`, with keywords only)."""
-
-    cfg: TrainConfig
-    device: torch.device
-    rank: int
-    world: int
-    data: Dataset
-    model: nn.Module  # the model as built (inside DDP, the module; with FSDP, the sharded one)
-    net: nn.Module  # what a step calls: the model, under DDP and/or torch.compile
-    objective: object  # vitlib.objectives: .loss(net, images, targets) -> (loss, correct, logits)
-    model_config: dict
-    sharded: bool
-    train_loader: object
-    eval_loaders: dict
-    total_steps: int
-    epochs: int
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    ema: EMA | None
-    dtype: torch.dtype | None
-    scaler: torch.amp.GradScaler
-    mixer: object
-    result: Result
-    logs: MetricsLog
-    out: Path | None
-    ckpt_path: Path | None
-    start_epoch: int = 0
-    start_step: int = 0
-    start_sums: list | None = None  # the epoch's loss sum, correct and count up to a mid-epoch checkpoint
-    best: dict = field(default_factory=dict)  # early stopping: score, epoch, weights of the best evaluation so far
-    lock: RunLock | None = None  # out/.lock while the run holds its folder
-    config_changes: list = field(default_factory=list)  # options changed on resume (allow_change), oldest first
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return len(self.train_loader)
-
-    @property
-    def final_model(self) -> nn.Module:
-        """What is evaluated and saved: the EMA of the weights when there is one."""
-        return self.ema.module if self.ema else self.model
-
-
-def build_run(
-    cfg: TrainConfig,
-    model: nn.Module | None,
-    data: Dataset | None,
-    *,
-    device: torch.device,
-    rank: int,
-    world: int,
-    out: Path | None,
-    ckpt_path: Path | None,
-) -> Run:
+def build_parts(cfg: TrainConfig, model: nn.Module | None, data: Dataset | None, device, rank: int, world: int) -> dict:
     """Every piece of a run from its options, in the order that fixes the run's random draws (the order every run so
     far has drawn them in): seed, data, model, loaders, optimiser. `model` / `data`: given instead of built."""
     torch.manual_seed(cfg.seed)
@@ -112,15 +38,9 @@ def build_run(
     train_loader, eval_loaders = _loaders(cfg, data, device, rank, world)
     total_steps, epochs, warmup_steps = _schedule_lengths(cfg, len(train_loader), len(data.train))
     optimizer, scheduler = make_optimizer(model, cfg, device, total_steps, warmup_steps)
-    ema = EMA(model, cfg.ema) if cfg.ema > 0 else None
     dtype = autocast_dtype(cfg.precision, device)
     net = distributed.data_parallel(model, device) if world > 1 and not sharded else model
-    result = Result(model=model, out=out)
-    return Run(
-        cfg=cfg,
-        device=device,
-        rank=rank,
-        world=world,
+    return dict(
         data=data,
         model=model,
         net=torch.compile(net) if cfg.compile else net,
@@ -133,14 +53,10 @@ def build_run(
         epochs=epochs,
         optimizer=optimizer,
         scheduler=scheduler,
-        ema=ema,
+        ema=EMA(model, cfg.ema) if cfg.ema > 0 else None,
         dtype=dtype,
         scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
         mixer=make_mixer(cfg.mixup, cfg.cutmix, data.num_classes),
-        result=result,
-        logs=MetricsLog(out if rank == 0 else None, result.steps, result.history),
-        out=out,
-        ckpt_path=ckpt_path,
     )
 
 
@@ -205,19 +121,16 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
     common = dict(image_size=data.image_size, in_channels=data.in_channels, fused=cfg.fused_attention, **extra)
     if cfg.objective != "classify":
         return wrap(cfg.objective, create_model(cfg.model, num_classes=0, **common), data.mean, data.std)
-    if cfg.head == "linear":
-        return create_model(cfg.model, num_classes=data.num_classes, **common)
-    # head="mlp": every such run so far drew a linear-head model's weights first and dropped them (no model is kept
-    # from it), then drew these. That draw stays, so that each run starts from the weights it always started from.
-    create_model(cfg.model, num_classes=data.num_classes, **common)
-    return create_model(cfg.model, num_classes=data.num_classes, head_hidden=parse_name(cfg.model)["dim"], **common)
+    hidden = parse_name(cfg.model)["dim"] if cfg.head == "mlp" else None  # the pre-training head's tanh layer
+    return create_model(cfg.model, num_classes=data.num_classes, head_hidden=hidden, **common)
 
 
 def model_config(model: nn.Module, objective: str) -> dict:
     """What a checkpoint and model.safetensors record about the model: the ViT's config (the one inside an MAE / MPP
     wrapper) or a CNN's, with its kind and, for a self-supervised run, the objective."""
     config = getattr(model, "config", None) or getattr(getattr(model, "vit", None), "config", {})
-    out = dict(config.to_dict() if hasattr(config, "to_dict") else config, kind=type(model).__name__)
+    kind = "VisionTransformer" if isinstance(model, VisionTransformer) else type(model).__name__  # a variant's too
+    out = dict(config.to_dict() if hasattr(config, "to_dict") else config, kind=kind)
     if objective != "classify":  # the ViT inside an MAE / MPP wrapper: vitlib.train.load_pretrained takes it out
         out["objective"] = objective
     return out

@@ -1,25 +1,17 @@
 """One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP,
-or FSDP2 with --fsdp to shard ViT-L/H).
-
-    from vitlib.train import TrainConfig, train
-    result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
-
-    python -m vitlib.train --dataset fashion-mnist-mini --model ViT-Micro/4 --epochs 3 --out runs/first [--resume]
-    python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet --out runs/b16   # Table 3
-    python -m vitlib.train --preset mae --objective mae ...       # self-supervised, on the same pipeline
-    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet ...
-    torchrun --nproc_per_node=8 -m vitlib.train --preset paper-imagenet --model ViT-H/14 --fsdp ...  # sharded
+or FSDP2 with --fsdp to shard ViT-L/H); `python -m vitlib.train` is its command line (vitlib.train.cli).
 
 The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
 then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.train.checkpoint`) hold
 everything needed to continue exactly: on the CPU a resumed run ends with the same weights, bit for bit, as an
-uninterrupted one.
-"""
+uninterrupted one."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -32,10 +24,9 @@ from . import distributed
 from .checkpoint import gather_full_state, save_checkpoint
 from .config import TrainConfig
 from .evaluate import evaluate
-from .factory import Result, Run
 from .pretrained import save_model
 from .progress import close_bar, progress_bar
-from .run import start
+from .run import Run, build_run
 
 NO_STEP = 2**62  # bad_step while every loss is finite
 
@@ -44,43 +35,56 @@ class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite."""
 
 
+@dataclass
+class Result:
+    """What `train` returns: the final model (the best one with early stopping), the rows and the test result."""
+
+    model: nn.Module
+    history: list[dict] = field(default_factory=list)  # one row per epoch
+    steps: list[dict] = field(default_factory=list)  # one row per log interval
+    test: dict | None = None
+    out: Path | None = None
+    stopped: str = "done"
+    best_epoch: int | None = None  # with early stopping: the epoch whose weights were kept
+
+    @property
+    def final(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+
 def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result:
     """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result.
     With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
-    run = start(cfg, model, data)
+    run = build_run(cfg, model, data)
     try:
-        timer = time.perf_counter()
+        timer, best, stopped = time.perf_counter(), {}, "done"  # best: early stopping's best evaluation so far
         # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
         bar = progress_bar(
             total=run.total_steps,
-            initial=run.start_epoch * run.steps_per_epoch + run.start_step,
-            desc=f"epoch {run.start_epoch + 1}/{run.epochs}",
+            initial=run.start.epoch * run.steps_per_epoch + run.start.step,
+            desc=f"epoch {run.start.epoch + 1}/{run.epochs}",
             disable=not (cfg.progress and run.rank == 0),
             dynamic_ncols=True,
             unit="step",
         )
-        for epoch in range(run.start_epoch, run.epochs):
+        for epoch in range(run.start.epoch, run.epochs):
             sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
             if stop is not None:  # the time budget ran out part-way through the epoch
                 close_bar(bar)
                 checkpoint(run, *stop, sums, bad_step)
-                run.result.stopped = (
-                    f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
-                )
+                stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
                 if cfg.progress and run.rank == 0:
-                    print(
-                        run.result.stopped
-                        + (f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else "")
-                    )
+                    where = f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else ""
+                    print(stopped + where)
                 break
-            if end_epoch(run, epoch, sums, timer):
-                drops = run.best.get("drops", 0)
-                run.result.stopped = f"early stopping after epoch {epoch + 1}: best at epoch {run.best['epoch']}" + (
+            if end_epoch(run, epoch, sums, timer, best):
+                drops = best.get("drops", 0)
+                stopped = f"early stopping after epoch {epoch + 1}: best at epoch {best['epoch']}" + (
                     f", after {drops} tenfold drop(s) of the rate" if cfg.schedule == "plateau" else ""
                 )
                 break
         close_bar(bar)
-        return finish(run)
+        return finish(run, best, stopped)
     finally:  # the run folder is free again, also after an error
         if run.lock is not None:
             run.lock.release()
@@ -89,11 +93,12 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
 def train_epoch(run: Run, epoch: int, timer: float, bar):
     """The steps of one epoch (from where a resumed run stopped); returns the epoch's (loss sum, correct, count),
     the first step with a non-finite loss (NO_STEP if none) and, when the time budget stops it, (epoch, step)."""
-    cfg, first = run.cfg, run.start_step if epoch == run.start_epoch else 0
+    cfg, resumed = run.cfg, epoch == run.start.epoch
+    first = run.start.step if resumed else 0
     run.net.train()
     sums = torch.zeros(3, device=run.device, dtype=torch.float64)  # loss sum, correct, count: no sync per step
-    if epoch == run.start_epoch and run.start_sums and run.rank == 0:  # resumed mid-epoch: the steps before count
-        sums += torch.tensor(run.start_sums, device=run.device, dtype=torch.float64)
+    if resumed and run.start.sums and run.rank == 0:  # resumed mid-epoch: the steps before count
+        sums += torch.tensor(run.start.sums, device=run.device, dtype=torch.float64)
     bad_step = torch.full((), NO_STEP, device=run.device, dtype=torch.long)  # the first step with a non-finite loss
     bar.set_description(f"epoch {epoch + 1}/{run.epochs}", refresh=False)
     log = {"time": time.perf_counter(), "images": 0}
@@ -170,7 +175,7 @@ def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -
     log["time"], log["images"] = time.perf_counter(), 0
 
 
-def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
+def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict) -> bool:
     """The epoch's row (train loss and accuracy over all processes, validation or test when due), then a checkpoint.
     Returns whether early stopping ends the run here."""
     if dist.is_initialized():
@@ -192,7 +197,7 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
         ev = _evaluate(run, run.eval_loaders[split])
         row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
         if run.cfg.patience and split == "val":
-            keep_best(run, ev, epoch + 1)
+            keep_best(run, ev, epoch + 1, best)
     run.logs.epoch(row)
     if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
         acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
@@ -201,12 +206,8 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float) -> bool:
             f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s"
         )
     checkpoint(run, epoch + 1, 0)
-    return stalled(run, epoch + 1)
-
-
-def stalled(run: Run, epoch: int) -> bool:
-    """Whether the validation score has not improved for `patience` evaluations: `plateau_stop` in epochs."""
-    return plateau_stop(run.best, epoch, run.cfg.patience * run.cfg.eval_every, run.cfg, run.optimizer, run.scheduler)
+    # whether the validation score has not improved for `patience` evaluations: `plateau_stop` in epochs
+    return plateau_stop(best, epoch + 1, run.cfg.patience * run.cfg.eval_every, run.cfg, run.optimizer, run.scheduler)
 
 
 def plateau_stop(best: dict, at: int, span: int, cfg: TrainConfig, optimizer, scheduler) -> bool:
@@ -228,12 +229,12 @@ def plateau_stop(best: dict, at: int, span: int, cfg: TrainConfig, optimizer, sc
     return True
 
 
-def keep_best(run: Run, ev: dict, epoch: int) -> None:
+def keep_best(run: Run, ev: dict, epoch: int, best: dict) -> None:
     """Early stopping: remember the weights of the best evaluation so far (accuracy, or loss when there is none)."""
     score = ev["acc"] if "acc" in ev else -ev["loss"]
-    if not run.best or score > run.best["score"]:
+    if not best or score > best["score"]:
         weights = {k: v.detach().clone() for k, v in run.final_model.state_dict().items()}
-        run.best.update(score=score, epoch=epoch, weights=weights)
+        best.update(score=score, epoch=epoch, weights=weights)
 
 
 def _evaluate(run: Run, loader) -> dict:
@@ -242,22 +243,28 @@ def _evaluate(run: Run, loader) -> dict:
     return evaluate(run.final_model, loader, run.dtype)
 
 
-def finish(run: Run) -> Result:
+def finish(run: Run, best: dict, stopped: str) -> Result:
     """After the last epoch: the test set (unless the run was stopped early), and the final weights (the EMA's when
     there is one) in out/model.safetensors with their configuration."""
     run.logs.flush()
-    result = run.result
-    if run.best:  # early stopping: test and save the best weights, not the last
-        run.final_model.load_state_dict(run.best["weights"])
-        result.best_epoch = run.best["epoch"]
-    if run.cfg.eval_test and "test" in run.eval_loaders and not result.stopped.startswith("time budget"):
-        result.test = _evaluate(run, run.eval_loaders["test"])
+    if best:  # early stopping: test and save the best weights, not the last
+        run.final_model.load_state_dict(best["weights"])
+    test = None
+    if run.cfg.eval_test and "test" in run.eval_loaders and not stopped.startswith("time budget"):
+        test = _evaluate(run, run.eval_loaders["test"])
         if run.out is not None and run.rank == 0:
-            write_json(run.out / "test.json", result.test, indent=2)
+            write_json(run.out / "test.json", test, indent=2)
     if run.out is not None:
         save_model(run.final_model, run.out, run.model_config, sharded=run.sharded, rank=run.rank)
-    result.model = run.final_model
-    return result
+    return Result(
+        model=run.final_model,
+        history=run.logs.history,
+        steps=run.logs.steps,
+        test=test,
+        out=run.out,
+        stopped=stopped,
+        best_epoch=best.get("epoch"),
+    )
 
 
 def check_finite(run: Run, bad_step: torch.Tensor, epoch: int) -> None:
@@ -300,8 +307,8 @@ def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=Non
         meta = {
             "model_config": run.model_config,
             "config": dataclasses.asdict(run.cfg),
-            "history": run.result.history,
-            "steps": run.result.steps,
+            "history": run.logs.history,
+            "steps": run.logs.steps,
             "vitlib": __version__,
         }
         if run.config_changes:

@@ -55,7 +55,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
            "decay, clipping at global norm 1, resolution 384, 20,000 steps (Table 4: 500 for Pets and Flowers, "
            "2,500 for VTAB, 10,000 for CIFAR), the rate picked from {0.003, 0.01, 0.03, 0.06} on a 1% held-out "
            "part of the training set; a new zero-initialised linear head, E_pos interpolated in 2D "
-           "(vitlib.studies.finetune); Table 2's models add Polyak averaging of the weights (--ema 0.9999); no "
+           "(vitlib.analysis.finetune); Table 2's models add Polyak averaging of the weights (--ema 0.9999); no "
            "warm-up is stated",
            dict(dataset="imagefolder:data/cache/imagenet", model="ViT-B/16", image_size=384, steps=20_000,
                 batch_size=512, optimizer="sgd", momentum=0.9, lr=0.03, min_lr=0.0, weight_decay=0.0,

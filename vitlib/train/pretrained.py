@@ -1,5 +1,5 @@
 """The trained model of a run: `out/model.safetensors` with its configuration in the metadata, written at the end of
-`train`, and `load_pretrained`, which builds the ViT again from it (for transfer: `vitlib.studies.finetune`)."""
+`train`, and `load_pretrained`, which builds the ViT again from it (for transfer: `vitlib.analysis.finetune`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .._version import __version__
-from ..model import VisionTransformer, ViTConfig
+from ..model import VisionTransformer, ViTConfig, build_vit
 from ..utils import replace_atomically
 from .checkpoint import gather_full_state
 
@@ -34,7 +34,7 @@ def load_pretrained(path: str | Path) -> VisionTransformer:
     """The ViT that `vitlib.train` saved in `path` (a run folder or its model.safetensors), built from the saved
     configuration: with its pre-training head after supervised pre-training, headless after MAE / MPP (only the
     encoder is kept: the decoder, [mask] token and predictor belong to the pre-training task). Then
-    `vitlib.studies.finetune.prepare_for_finetuning` puts the zero-initialised head on."""
+    `vitlib.analysis.finetune.prepare_for_finetuning` puts the zero-initialised head on."""
     path = Path(path)
     file = path / "model.safetensors" if path.is_dir() else path
     if not file.exists():
@@ -53,6 +53,6 @@ def load_pretrained(path: str | Path) -> VisionTransformer:
     state = load_file(str(file))
     if objective != "classify":
         state = {k[len("vit.") :]: v for k, v in state.items() if k.startswith("vit.")}
-    model = VisionTransformer(ViTConfig.from_dict(config))
+    model = build_vit(ViTConfig.from_dict(config))
     model.load_state_dict(state)
     return model
