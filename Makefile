@@ -8,13 +8,14 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 KERNEL ?= vit-course
 STAMP := $(VENV)/.installed
 
-.PHONY: setup course site test test-variants test-presets lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
+.PHONY: setup course site test test-lib test-variants test-presets lint format lab clean-venv full-fashion-mnist assignments grade check-assignments
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make course   set up if needed, then run every notebook with papermill (executed copies under runs/)"
 	@echo "make site     set up if needed, then build the course's website from the committed notebooks (_build/site)"
-	@echo "make test     set up if needed, then the linter (ruff), pytest on vitlib and nbval on every notebook"
+	@echo "make test     set up if needed, then the linter (ruff), every test (vitlib, course, classroom) and nbval on every notebook"
+	@echo "make test-lib vitlib's own tests alone, in about 2 minutes (the multi-process torchrun tests left out)"
 	@echo "make test-variants    every notebook at every one of its non-default parameter sets"
 	@echo "make test-presets     the experiment notebooks at their first non-default parameter set and at their full preset"
 	@echo "                      with shrunk budgets, on the bundled data (CI runs it after make test)"
@@ -25,7 +26,7 @@ help:
 	@echo "make grade SUBMISSIONS=dir REPORTS=dir [GRADE_ARGS='--workers 2 --hidden dir']    grade a class (one folder per student; needs bubblewrap)"
 	@echo "make check-assignments    grade every assignment for a synthetic class and check the scores"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py classroom/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q $(TORCH)
 	$(PY) -m pip install -q -e '.[dev]'
@@ -45,18 +46,24 @@ site: setup
 # --dist loadscope keeps every notebook's cells, in order, on one worker; the notebooks (the longest scopes) go first
 # so that the many short tests fill the end of the run instead of one worker waiting for the other's last notebook
 test: setup lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest notebooks tests --nbval-lax --nbval-current-env -q -n auto --dist loadscope --durations=40
+	OMP_NUM_THREADS=1 $(PY) -m pytest notebooks tests course/tests classroom/tests --nbval-lax --nbval-current-env -q \
+		-n auto --dist loadscope --durations=40
+
+# vitlib's tests alone (tests/): a change to the model or the engine checked in minutes; make test runs them too, with
+# the torchrun ones (DDP, FSDP: several processes, about 3 minutes more on 2 cores)
+test-lib: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest tests -m "not torchrun" -q -n auto --dist loadscope --durations=10
 
 # every non-default parameter set each notebook lists in metadata.vitlib.variants (about 30-40 minutes on 2 cores)
 test-variants: setup
-	VITLIB_VARIANTS=all OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_notebook_variants.py -q -n auto --dist loadscope
+	VITLIB_VARIANTS=all OMP_NUM_THREADS=1 $(PY) -m pytest course/tests/test_notebook_variants.py -q -n auto --dist loadscope
 
 # the experiment notebooks (those with presets), which nbval runs at quick in `make test`, at their first non-default
 # parameter set and at their `full` preset with its budgets shrunk, on the bundled data; make test leaves both out to
 # stay within 30 minutes (21 minutes on 2 cores, measured; CI runs it after make test)
 test-presets: setup
-	VITLIB_VARIANTS=presets VITLIB_FULL_PRESETS=1 OMP_NUM_THREADS=1 $(PY) -m pytest tests/test_notebook_variants.py \
-		tests/test_full_presets.py -q -n auto --dist loadscope --durations=20
+	VITLIB_VARIANTS=presets VITLIB_FULL_PRESETS=1 OMP_NUM_THREADS=1 $(PY) -m pytest course/tests/test_notebook_variants.py \
+		course/tests/test_full_presets.py -q -n auto --dist loadscope --durations=20
 
 # ruff: format and lint rules in pyproject.toml (120 columns); CI fails on a lint error or unformatted code
 lint: setup
@@ -83,10 +90,10 @@ SUBMISSIONS ?= submissions
 REPORTS ?= reports
 
 assignments: setup
-	$(PY) -m vitlib.classroom release --out assignments/release
+	$(PY) -m classroom release --out assignments/release
 
 grade: setup
-	$(PY) -m vitlib.classroom grade "$(SUBMISSIONS)" --out "$(REPORTS)" $(GRADE_ARGS)
+	$(PY) -m classroom grade "$(SUBMISSIONS)" --out "$(REPORTS)" $(GRADE_ARGS)
 
 check-assignments: setup
-	OMP_NUM_THREADS=1 $(PY) -m vitlib.classroom check --out assignments/check
+	OMP_NUM_THREADS=1 $(PY) -m classroom check --out assignments/check

@@ -5,14 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from vitlib import (
-    EncoderBlock,
-    MultiHeadSelfAttention,
-    PostNormEncoderBlock,
-    RelativePosition,
-    VisionTransformer,
-    record_attention,
-)
+from vitlib import EncoderBlock, MultiHeadSelfAttention, VisionTransformer, build_vit, record_attention
+from vitlib.model import PostNormEncoderBlock, RelativeAttention, RelativePosition, ViTConfig
 
 B, N, DIM, HEADS = 2, 7, 32, 4
 
@@ -26,12 +20,18 @@ def x():
     return torch.randn(B, N, DIM)
 
 
+def attention(relative: bool = False, **options) -> MultiHeadSelfAttention:
+    if relative:
+        return RelativeAttention(dim=DIM, heads=HEADS, num_tokens=N, **options)
+    return MultiHeadSelfAttention(dim=DIM, heads=HEADS, **options)
+
+
 @pytest.mark.parametrize("relative", [False, True])
 def test_fused_and_manual_paths_agree(x, relative, randomise):
-    attn = MultiHeadSelfAttention(dim=DIM, heads=HEADS, relative_tokens=N if relative else None).eval()
+    attn = attention(relative).eval()
     if relative:
         randomise(attn.rel_pos)  # the 0.02-scaled initial table would barely move the logits
-    unfused = MultiHeadSelfAttention(dim=DIM, heads=HEADS, fused=False, relative_tokens=N if relative else None)
+    unfused = attention(relative, fused=False)
     unfused.eval().load_state_dict(attn.state_dict())
     with record_attention(attn) as weights:  # the written-out path, keeping the weights
         out = attn(x)
@@ -80,7 +80,7 @@ def test_relative_bias_is_q_dot_the_offset_embedding(x, randomise):
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_relative_attention_changes_the_output(x, fused, randomise):
-    attn = MultiHeadSelfAttention(dim=DIM, heads=HEADS, fused=fused, relative_tokens=N).eval()
+    attn = attention(True, fused=fused).eval()
     randomise(attn.rel_pos)
     plain = MultiHeadSelfAttention(dim=DIM, heads=HEADS, fused=fused).eval()
     plain.load_state_dict(attn.state_dict(), strict=False)
@@ -123,7 +123,7 @@ def test_post_ln_block_normalises_after_each_residual(x, randomise):
     assert not torch.allclose(pre(x), post(x), atol=1e-3)
     small = dict(image_size=8, patch_size=4, dim=DIM, heads=HEADS, depth=2, mlp_dim=64)
     assert all(type(b) is EncoderBlock for b in VisionTransformer(**small).blocks)
-    assert all(type(b) is PostNormEncoderBlock for b in VisionTransformer(**small, norm_first=False).blocks)
+    assert all(type(b) is PostNormEncoderBlock for b in build_vit(ViTConfig(**small, norm_first=False)).blocks)
 
 
 def test_the_model_modules_take_keywords_only():
@@ -132,6 +132,7 @@ def test_the_model_modules_take_keywords_only():
         lambda: EncoderBlock(DIM, HEADS, 64),
         lambda: PostNormEncoderBlock(DIM, HEADS, 64),
         lambda: RelativePosition(N, DIM // HEADS),
+        lambda: RelativeAttention(N, dim=DIM, heads=HEADS),
     ]
     for call in calls:
         with pytest.raises(TypeError, match="positional"):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN
+from helpers import TINY_RUN
 
 from vitlib.data import DataError, get_dataset
 from vitlib.train import NonFiniteLossError, TrainConfig, main, parse_config, train

@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-from vitlib import VisionTransformer, ViTConfig, create_model
+from vitlib import VisionTransformer, ViTConfig, build_vit, create_model
+from vitlib.analysis.cost import model_flops
 from vitlib.data import get_dataset
 from vitlib.objectives import MAE, Classification, MaskedPatchPrediction, get_objective, objective_name
-from vitlib.studies.cost import model_flops
 from vitlib.train import TrainConfig, check_config, load_pretrained, train
 from vitlib.utils import pair, square_grid, write_csv, write_json
 
@@ -85,7 +85,7 @@ def test_a_run_saves_the_config_and_load_pretrained_rebuilds_from_it(tmp_path):
 def test_the_forward_is_the_head_on_the_features():
     model = VisionTransformer(**SMALL).eval()
     with torch.no_grad():
-        model.head.fc.weight.normal_()  # the zero-initialised head would give zeros either way
+        model.head.weight.normal_()  # the zero-initialised head would give zeros either way
     images = torch.randn(2, 1, 28, 28)
     z = model.forward_features(images)
     assert z.shape == (2, 17, 32)
@@ -96,26 +96,26 @@ def test_the_forward_is_the_head_on_the_features():
     assert all(block.attn.recorded is None for block in model.blocks)
 
 
-def test_keeping_some_patches_gives_each_its_own_position_embedding():
-    model = VisionTransformer(**{**SMALL, "depth": 0}).eval()  # no blocks: the tokens after eq. (1) and the final LN
+def test_mae_keeps_some_patches_each_with_its_own_position_embedding():
+    vit = VisionTransformer(**{**SMALL, "depth": 0, "num_classes": 0}).eval()  # no blocks: eq. (1) and the final LN
     images = torch.randn(2, 1, 28, 28)
     keep = torch.tensor([[0, 5, 9], [1, 2, 15]])
-    z0 = model.forward_features(images, keep)
-    full = model.forward_features(images)  # [class] then all 16 patches, each with its E_pos
+    z0 = MAE(vit).encode(images, keep)
+    full = vit.forward_features(images)  # [class] then all 16 patches, each with its E_pos
     assert torch.equal(z0[:, 0], full[:, 0])
     assert torch.equal(z0[:, 1:], torch.gather(full[:, 1:], 1, keep[..., None].expand(-1, -1, 32)))
-    with pytest.raises(ValueError, match="absolute E_pos per patch"):
-        VisionTransformer(**SMALL, pos_embed="relative").forward_features(images, keep)
+    with pytest.raises(ValueError, match="its own absolute"):
+        MAE(build_vit(ViTConfig(**SMALL, pos_embed="relative")))
 
 
-def test_corrupt_changes_the_patch_embeddings_before_eq_1():
-    model = VisionTransformer(**{**SMALL, "depth": 0}).eval()
+def test_forward_features_is_its_public_pieces_in_turn():
+    """What MAE and masked patch prediction build their forward from: x_p E, eq. (1), the encoder."""
+    model = VisionTransformer(**SMALL).eval()
     images = torch.randn(2, 1, 28, 28)
-    seen = []
-    z = model.forward_features(images, corrupt=lambda x: seen.append(x) or torch.zeros_like(x))
-    assert torch.equal(seen[0], model.patch_embed(images))  # x_p E
-    by_hand = model.pos_embed(model.cls_token(torch.zeros(2, 16, 32)))  # eq. (1) on the replaced embeddings
-    torch.testing.assert_close(z, model.norm(by_hand))
+    x = model.patch_embed(images)  # x_p E
+    z0 = torch.cat([model.cls_token.expand(2, -1, -1), x], dim=1) + model.position_embedding()
+    torch.testing.assert_close(model.embed(x), z0)
+    torch.testing.assert_close(model.forward_features(images), model.transformer(z0))
 
 
 def test_mae_applies_the_embedding_dropout_like_the_vit():

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from vitlib import create_model
+from vitlib.analysis.finetune import POS_INTERPOLATIONS, fresh_pos_embed, prepare_for_finetuning, resample_pos_embed_1d
 from vitlib.data import disjoint_subsets, get_dataset, resize_dataset, with_train
-from vitlib.studies.finetune import POS_INTERPOLATIONS, fresh_pos_embed, prepare_for_finetuning, resample_pos_embed_1d
 
 
 def pretrained(image_size=16, patch=4, **kw):
@@ -23,24 +23,26 @@ def test_the_mlp_head_becomes_a_zero_initialised_linear_head_with_zero_logits():
     model = pretrained()
     assert model(torch.randn(2, 1, 16, 16)).abs().sum() > 0
     ft = prepare_for_finetuning(model, num_classes=10)
-    assert isinstance(ft.head.pre_logits, torch.nn.Identity)
-    assert tuple(ft.head.fc.weight.shape) == (10, 64)
+    assert isinstance(ft.pre_logits, torch.nn.Identity)
+    assert tuple(ft.head.weight.shape) == (10, 64)
     assert torch.equal(ft(torch.randn(3, 1, 16, 16)), torch.zeros(3, 10))
     assert ft.config.num_classes == 10 and ft.config.head_hidden is None
-    assert model.head.pre_logits is not None and model.config.num_classes == 7  # the pre-trained model is untouched
+    assert (
+        isinstance(model.pre_logits, torch.nn.Sequential) and model.config.num_classes == 7
+    )  # the pre-trained model is untouched
 
 
 @pytest.mark.parametrize("pos_interp", POS_INTERPOLATIONS)
 def test_higher_resolution_keeps_P_and_grows_the_sequence(pos_interp):
     model = pretrained()
     ft = prepare_for_finetuning(model, 10, image_size=28, pos_interp=pos_interp)
-    assert ft.patch_embed.patch_size == 4 and ft.num_patches == 49 and ft.pos_embed.grid == (7, 7)
-    assert ft.pos_embed.weight.shape == (1, 50, 64)
-    assert torch.equal(ft.pos_embed.weight[:, :1], model.pos_embed.weight[:, :1])  # the [class] row is kept
+    assert ft.patch_embed.patch_size == 4 and ft.num_patches == 49 and ft.patch_embed.grid == (7, 7)
+    assert ft.pos_embed.shape == (1, 50, 64)
+    assert torch.equal(ft.pos_embed[:, :1], model.pos_embed[:, :1])  # the [class] row is kept
     assert torch.equal(ft(torch.randn(2, 1, 28, 28)), torch.zeros(2, 10))
-    assert model.image_size == (16, 16) and model.pos_embed.weight.shape == (1, 17, 64)
+    assert model.image_size == (16, 16) and model.pos_embed.shape == (1, 17, 64)
     for name, p in ft.named_parameters():  # everything but E_pos and the head is the pre-trained weight
-        if not name.startswith(("pos_embed", "head")):
+        if not name.startswith(("pos_embed", "head", "pre_logits")):
             assert torch.equal(p, dict(model.named_parameters())[name]), name
 
 
@@ -59,10 +61,10 @@ def test_2d_interpolation_of_a_linear_E_pos_stays_linear_in_the_original_image(o
         "ViT-Micro/4", num_classes=3, image_size=(old[0] * 4, old[1] * 4), in_channels=1, dim=8, heads=2, depth=1
     )
     with torch.no_grad():
-        model.pos_embed.weight.zero_()
-        model.pos_embed.weight[0, 1:, :2] = f(r, c).reshape(-1, 2)
+        model.pos_embed.zero_()
+        model.pos_embed[0, 1:, :2] = f(r, c).reshape(-1, 2)
     ft = prepare_for_finetuning(model, 3, image_size=(new[0] * 4, new[1] * 4), mode="bilinear")
-    out = ft.pos_embed.weight[0, 1:, :2].reshape(*new, 2)
+    out = ft.pos_embed[0, 1:, :2].reshape(*new, 2)
     # the centre of new patch j lies at (j + 0.5) / new of the image = old patch coordinate (j + 0.5) * old / new - 0.5
     rows = (torch.arange(new[0]) + 0.5) * old[0] / new[0] - 0.5
     cols = (torch.arange(new[1]) + 0.5) * old[1] / new[1] - 0.5
@@ -71,7 +73,7 @@ def test_2d_interpolation_of_a_linear_E_pos_stays_linear_in_the_original_image(o
     assert inside.sum() >= (new[0] - 2) * (new[1] - 2)
     assert torch.allclose(out[inside], f(R, C)[inside], atol=1e-5)
     # and the rest of E_pos (all zeros) stays zero
-    assert torch.equal(ft.pos_embed.weight[0, 1:, 2:], torch.zeros(new[0] * new[1], 6))
+    assert torch.equal(ft.pos_embed[0, 1:, 2:], torch.zeros(new[0] * new[1], 6))
 
 
 def test_2d_bicubic_keeps_the_order_of_a_linear_E_pos():
@@ -79,9 +81,9 @@ def test_2d_bicubic_keeps_the_order_of_a_linear_E_pos():
     emb = torch.cat([torch.zeros(1, 2), f(r, c).reshape(-1, 2)])[None]
     model = pretrained()
     with torch.no_grad():
-        model.pos_embed.weight.zero_()
-        model.pos_embed.weight[..., :2] = emb
-    out = prepare_for_finetuning(model, 3, image_size=28).pos_embed.weight[0, 1:, 0].reshape(7, 7)
+        model.pos_embed.zero_()
+        model.pos_embed[..., :2] = emb
+    out = prepare_for_finetuning(model, 3, image_size=28).pos_embed[0, 1:, 0].reshape(7, 7)
     assert torch.allclose(out, out[:, :1].expand(7, 7), atol=1e-6)  # constant along each row
     assert (out[1:, 0] > out[:-1, 0]).all()  # increasing down the rows
 

@@ -1,4 +1,4 @@
-"""vitlib.studies.cost: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference
+"""vitlib.analysis.cost: the analytic FLOP count equals torch's FlopCounterMode on small models, and the reference
 numbers."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import vitlib
-from vitlib.studies.cost import PARTS, attention_share, model_flops, vit_flops
+from vitlib.analysis.cost import PARTS, attention_share, model_flops, vit_flops
 
 SMALL = dict(image_size=28, patch_size=4, in_channels=1, num_classes=5, dim=32, depth=2, heads=4, mlp_dim=64)
 
@@ -33,7 +33,8 @@ def counted(model: torch.nn.Module, images: torch.Tensor) -> int:
 def test_equals_flop_counter_per_image(overrides):
     # fused=False: the written-out attention (FlopCounterMode does not count inside the CPU's fused SDPA kernel)
     resize_to = overrides.pop("resize_to", None)
-    model = vitlib.VisionTransformer(**{**SMALL, **overrides, "fused": False})
+    conv = overrides.pop("conv_patch_embed", True)
+    model = vitlib.build_vit(vitlib.ViTConfig(**{**SMALL, **overrides}), fused=False, conv_patch_embed=conv)
     if resize_to:  # a non-square grid after set_image_size (section 3.2)
         model.set_image_size(resize_to)
     h, w = model.image_size
@@ -88,7 +89,7 @@ def test_visible_tokens_match_mae_encoder(visible):
     FlopCounterMode on MAE's encoder, head left out."""
     from vitlib.objectives.mae import MAE
 
-    model = vitlib.VisionTransformer(**{**SMALL, "fused": False})
+    model = vitlib.VisionTransformer(**SMALL, fused=False)
     mae = MAE(model).eval()
     keep = torch.stack([torch.randperm(49)[:visible] for _ in range(3)])
     with FlopCounterMode(display=False) as counter, torch.no_grad():

@@ -6,9 +6,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import vitlib
 from vitlib import create_model, parse_name
+from vitlib.analysis.cost import model_flops
 from vitlib.model.cnn import SmallResNet, is_cnn_name, parse_small_resnet
 from vitlib.model.hybrid import HybridEmbedding, hybrid_stem, small_resnet_stem
-from vitlib.studies.cost import model_flops
 
 
 def test_names():
@@ -49,7 +49,9 @@ def test_hybrid_embedding_is_a_linear_map_of_1x1_patches():
     torch.testing.assert_close(model.patch_embed(x), by_hand)
     # a plain ViT patch embedding with P = 1 on the feature map
     one_by_one = vitlib.PatchEmbedding(image_size=7, patch_size=1, in_channels=16, dim=64)
-    one_by_one.load_state_dict(model.patch_embed.proj.state_dict(prefix="proj."))
+    with torch.no_grad():  # E as timm's 1x1 convolution
+        one_by_one.proj.weight.copy_(model.patch_embed.proj.weight[..., None, None])
+        one_by_one.proj.bias.copy_(model.patch_embed.proj.bias)
     torch.testing.assert_close(one_by_one(fmap), by_hand)
 
 

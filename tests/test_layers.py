@@ -1,5 +1,6 @@
-"""vitlib's layout: model <- data <- objectives <- train <- studies, nothing importing from a layer above it, no
-import circle (imports inside functions included), and small modules and functions."""
+"""The layout: vitlib is model <- data <- objectives <- train <- analysis, nothing importing from a layer above it; the
+course (course/) and the grader (classroom/) import vitlib and vitlib imports neither; no import circle (imports
+inside functions included); small modules and functions in all three."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "vitlib"
-# the layer of each part of vitlib; a module may import from its own layer and the ones below
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("vitlib", "course", "classroom")
+# the layer of each part; a module may import from its own layer and the ones below
 LAYERS = {
     "vitlib._version": 0,
     "vitlib.utils": 0,
@@ -17,15 +19,19 @@ LAYERS = {
     "vitlib.data": 2,
     "vitlib.objectives": 3,
     "vitlib.train": 4,
-    "vitlib.studies": 5,
+    "vitlib.analysis": 5,
     "vitlib": 6,
-    "vitlib.classroom": 7,  # a tool on top: the course as graded assignments; nothing else imports it
+    "course": 7,  # the course built on vitlib
+    "classroom": 8,  # the grader: the course as graded assignments; nothing imports it
 }
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 330, 60
+# The library a learner reads in an afternoon: 12,187 lines before the course and the grader left it; the goal is
+# 5,000. This ceiling is its size today (5,775 lines), so that it cannot grow back unnoticed.
+VITLIB_LINES = 5800
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -33,8 +39,11 @@ def layer(module: str) -> int:
     return max((v for k, v in LAYERS.items() if module == k or module.startswith(k + ".")), default=-1)
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+def modules(packages=PACKAGES) -> dict[str, Path]:
+    """Every module of the packages, their tests, the instructor's material and build folders left out."""
+    paths = [p for name in packages for p in sorted((ROOT / name).rglob("*.py"))]
+    skip = {"tests", "instructor", "build"}
+    return {module_name(p): p for p in paths if not skip & set(p.relative_to(ROOT).parts)}
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
@@ -44,13 +53,13 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("vitlib")}
+            found |= {a.name for a in node.names if a.name.split(".")[0] in PACKAGES}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            if not base.startswith("vitlib"):
+            if base.split(".")[0] not in PACKAGES:
                 continue
             for alias in node.names:
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
@@ -70,8 +79,19 @@ def test_every_module_has_a_layer(graph):
 def test_no_module_imports_from_a_layer_above_it(graph):
     wrong = [(m, t) for m, targets in graph.items() for t in targets if layer(t) > layer(m)]
     assert not wrong, f"imports from a layer above: {wrong}"
-    # within layer 3, the engine uses the objectives, never the other way round
+    # the engine uses the objectives, never the other way round
     assert not [(m, t) for m, ts in graph.items() for t in ts if m.startswith("vitlib.objectives") and "train" in t]
+
+
+def test_vitlib_imports_neither_the_course_nor_the_grader(graph):
+    wrong = [(m, t) for m, ts in graph.items() if m.startswith("vitlib") for t in ts if not t.startswith("vitlib")]
+    assert not wrong, f"vitlib imports from outside itself: {wrong}"
+    assert not [(m, t) for m, ts in graph.items() if m.startswith("course") for t in ts if t.startswith("classroom")]
+
+
+def test_vitlib_is_small_enough_to_read():
+    lines = sum(len(p.read_text().splitlines()) for p in modules(("vitlib",)).values())
+    assert lines <= VITLIB_LINES, f"vitlib is {lines} lines, over {VITLIB_LINES}: move what the course needs to course/"
 
 
 def find_circle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -66,7 +66,9 @@ def test_patch_embedding_conv_and_linear_paths_agree(c, h, w, p):
     assert out.shape == (2, h * w // p**2, 16)
     torch.testing.assert_close(out, linear(x), atol=1e-5, rtol=1e-5)
     # the linear path is E applied to the flattened patches, x_p E + b (eq. 1)
-    torch.testing.assert_close(linear(x), patchify(x, p) @ conv.proj.weight.T + conv.proj.bias, atol=1e-5, rtol=1e-5)
+    e = conv.linear_weight()  # E as the (D, P^2 C) matrix over patchify's (p1 p2 c) order
+    assert e.shape == (16, p * p * c)
+    torch.testing.assert_close(linear(x), patchify(x, p) @ e.T + conv.proj.bias, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("conv_path", [True, False])
@@ -75,9 +77,9 @@ def test_patch_embedding_equals_a_strided_conv2d_like_torchvision_conv_proj(conv
     embed = PatchEmbedding(image_size=32, patch_size=p, in_channels=c, dim=dim, conv=conv_path)
     ref = nn.Conv2d(c, dim, kernel_size=p, stride=p)
     with torch.no_grad():
-        ref.weight.copy_(embed.conv_weight())
+        ref.weight.copy_(embed.proj.weight)  # timm's and torchvision's layout: (D, C, P, P)
         ref.bias.copy_(embed.proj.bias)
-    assert embed.conv_weight().shape == (dim, c, p, p)
+    assert embed.proj.weight.shape == (dim, c, p, p)
     x = torch.randn(2, c, 32, 32)
     torch.testing.assert_close(embed(x), ref(x).flatten(2).transpose(1, 2), atol=1e-5, rtol=1e-5)
 

@@ -4,18 +4,24 @@
 import pytest
 import torch
 
-from vitlib import POS_EMBED_KINDS, ClassToken, PositionEmbedding, VisionTransformer, resample_pos_embed, sincos_2d
+from vitlib import VisionTransformer, resample_pos_embed
+from vitlib.model import POS_EMBED_KINDS, LearnedPosition2D, SinCosPosition2D, sincos_2d
 
 
-def test_class_token_is_prepended():
-    cls = ClassToken(dim=8)
+def test_eq_1_prepends_the_class_token_and_adds_e_pos(small_vit):
+    model = small_vit()
     with torch.no_grad():
-        cls.token.normal_()
-    x = torch.randn(3, 5, 8)
-    out = cls(x)
-    assert out.shape == (3, 6, 8)
-    assert torch.equal(out[:, 1:], x)
-    assert torch.equal(out[:, 0], cls.token[0].expand(3, -1))
+        model.cls_token.normal_()
+    x = torch.randn(3, model.num_patches, 32)  # x_p E
+    z0 = model.embed(x)
+    assert z0.shape == (3, 1 + model.num_patches, 32)
+    assert torch.equal(z0, torch.cat([model.cls_token.expand(3, -1, -1), x], dim=1) + model.pos_embed)
+
+
+def test_without_a_class_token_eq_1_adds_e_pos_to_the_patches(small_vit):
+    model = small_vit(pool="gap")
+    x = torch.randn(2, model.num_patches, 32)
+    assert model.cls_token is None and torch.equal(model.embed(x), x + model.pos_embed)
 
 
 @pytest.mark.parametrize("kind", POS_EMBED_KINDS)
@@ -26,36 +32,34 @@ def test_every_kind_trains_in_a_small_model(kind, small_vit):
     logits.square().sum().backward()
     for name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
-    pos_params = [n for n, _ in model.named_parameters() if n.startswith("pos_embed.") or "rel_pos" in n]
+    pos_params = [n for n, _ in model.named_parameters() if n.startswith("pos_embed") or "rel_pos" in n]
     expected = {
-        "learned": ["pos_embed.weight"],
+        "learned": ["pos_embed"],  # timm's name
         "none": [],
         "sincos2d": [],
-        "learned2d": ["pos_embed.rows", "pos_embed.cols", "pos_embed.prefix"],
+        "learned2d": ["pos_embed_2d.rows", "pos_embed_2d.cols", "pos_embed_2d.prefix"],
         "relative": [f"blocks.{i}.attn.rel_pos.table" for i in range(2)],
     }[kind]
     assert sorted(pos_params) == sorted(expected)
 
 
 @pytest.mark.parametrize("kind", ["none", "relative"])
-def test_none_and_relative_add_nothing_to_the_tokens(kind):
-    pe = PositionEmbedding(kind=kind, grid=(2, 3), dim=8)
-    x = torch.randn(2, 7, 8)
-    assert pe.embeddings() is None
-    assert torch.equal(pe(x), x)
+def test_none_and_relative_add_nothing_to_the_tokens(kind, small_vit):
+    model = small_vit(pos_embed=kind)
+    x = torch.randn(2, model.num_patches, 32)
+    assert model.position_embedding() is None
+    assert torch.equal(model.embed(x)[:, 1:], x)
 
 
-def test_learned_adds_its_weight():
-    pe = PositionEmbedding(kind="learned", grid=(2, 3), dim=8)
-    x = torch.randn(2, 7, 8)
-    assert pe.weight.shape == (1, 7, 8)
-    assert torch.equal(pe(x), x + pe.weight)
+def test_learned_is_one_parameter_per_token(small_vit):
+    model = small_vit()
+    assert model.pos_embed.shape == (1, 1 + 49, 32) and model.position_embedding() is model.pos_embed
 
 
 def test_learned2d_concatenates_a_row_and_a_column_embedding():
     gh, gw, dim = 3, 4, 8  # not square, so rows and columns cannot be confused
-    pe = PositionEmbedding(kind="learned2d", grid=(gh, gw), dim=dim)
-    emb = pe.embeddings()
+    pe = LearnedPosition2D(grid=(gh, gw), dim=dim)
+    emb = pe()
     assert emb.shape == (1, 1 + gh * gw, dim)
     grid = emb[0, 1:].reshape(gh, gw, dim)
     y_half, x_half = grid[..., : dim // 2], grid[..., dim // 2 :]
@@ -64,18 +68,18 @@ def test_learned2d_concatenates_a_row_and_a_column_embedding():
     assert not torch.equal(y_half[0], y_half[1]) and not torch.equal(x_half[:, 0], x_half[:, 1])
     assert torch.equal(emb[0, 0], pe.prefix[0, 0])
     with pytest.raises(ValueError, match="even"):
-        PositionEmbedding(kind="learned2d", grid=(2, 2), dim=7)
+        LearnedPosition2D(grid=(2, 2), dim=7)
 
 
 def test_sincos2d_is_fixed_and_two_dimensional():
     gh, gw, dim = 3, 4, 16
-    pe = PositionEmbedding(kind="sincos2d", grid=(gh, gw), dim=dim)
+    pe = SinCosPosition2D(grid=(gh, gw), dim=dim)
     assert list(pe.parameters()) == [] and pe.state_dict() == {}
-    emb = pe.embeddings()
+    emb = pe()
     assert emb.shape == (1, 1 + gh * gw, dim)
     assert torch.equal(emb[0, 0], torch.zeros(dim))  # nothing added to the [class] token
     assert torch.equal(emb[0, 1:], sincos_2d((gh, gw), dim))
-    assert torch.equal(PositionEmbedding(kind="sincos2d", grid=(gh, gw), dim=dim).embeddings(), emb)  # not random
+    assert torch.equal(SinCosPosition2D(grid=(gh, gw), dim=dim)(), emb)  # not random
     q = dim // 4
     torch.testing.assert_close(emb[0, 1], torch.tensor([0.0] * q + [1.0] * q + [0.0] * q + [1.0] * q))  # (0, 0)
     grid = emb[0, 1:].reshape(gh, gw, dim)
@@ -87,13 +91,15 @@ def test_sincos2d_is_fixed_and_two_dimensional():
 
 
 def test_unknown_kind_is_an_error_listing_the_kinds():
-    for build in (
-        lambda: PositionEmbedding(kind="rope", grid=(2, 2), dim=8),
-        lambda: VisionTransformer(pos_embed="rope"),
-    ):
-        with pytest.raises(ValueError, match="rope") as err:
-            build()
-        assert all(kind in str(err.value) for kind in POS_EMBED_KINDS)
+    with pytest.raises(ValueError, match="rope") as err:
+        VisionTransformer(pos_embed="rope")
+    assert all(kind in str(err.value) for kind in POS_EMBED_KINDS)
+
+
+@pytest.mark.parametrize("options", [dict(pos_embed="learned2d"), dict(norm_first=False), dict(pos_embed="relative")])
+def test_the_papers_vit_refuses_a_variant_by_name(options):
+    with pytest.raises(ValueError, match="variant.*build_vit"):
+        VisionTransformer(**options)
 
 
 class TestResample:
@@ -134,10 +140,10 @@ class TestResample:
 def test_set_image_size_fine_tunes_at_another_resolution(kind, size, grid, small_vit):
     model = small_vit(pos_embed=kind).eval()  # built for 28x28, P=4: a 7x7 grid
     h, w = (size, size) if isinstance(size, int) else size
-    before = model.pos_embed.embeddings()
+    before = model.position_embedding()
     model.set_image_size(size)
     assert model.num_patches == grid[0] * grid[1] and model.image_size == (h, w)
-    after = model.pos_embed.embeddings()
+    after = model.position_embedding()
     if before is not None:
         assert after.shape == (1, 1 + grid[0] * grid[1], 32)
         assert torch.equal(after[:, 0], before[:, 0])  # the [class] token's position is kept
@@ -165,15 +171,15 @@ def linear_by_hand(table: torch.Tensor, size: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("old, new", [((3, 4), (6, 8)), ((4, 4), (7, 5)), ((5, 3), (2, 3))])
 def test_learned2d_resize_interpolates_each_axis_by_hand(old, new):
-    pe = PositionEmbedding(kind="learned2d", grid=old, dim=8)
+    pe = LearnedPosition2D(grid=old, dim=8)
     rows, cols, prefix = pe.rows.clone(), pe.cols.clone(), pe.prefix.clone()
     pe.resize(new)
     torch.testing.assert_close(pe.rows, linear_by_hand(rows, new[0]))
     torch.testing.assert_close(pe.cols, linear_by_hand(cols, new[1]))
-    grid = pe.embeddings()[0, 1:].reshape(*new, 8)
+    grid = pe()[0, 1:].reshape(*new, 8)
     for r, c in [(0, 0), (new[0] - 1, 0), (1, new[1] - 1), (new[0] // 2, new[1] // 2)]:
         assert torch.equal(grid[r, c], torch.cat([pe.rows[r], pe.cols[c]]))  # [Y-embedding of r | X-embedding of c]
-    assert torch.equal(pe.embeddings()[:, :1], prefix) and pe.grid == new
+    assert torch.equal(pe()[:, :1], prefix) and pe.grid == new
     assert torch.equal(linear_by_hand(rows, 2 * old[0])[1], 0.75 * rows[0] + 0.25 * rows[1])  # the rule, by hand
 
 

@@ -1,12 +1,13 @@
-"""vitlib.studies.embeddings.position_structure / similarity_by_distance: Fig. 7 (center) as numbers."""
+"""vitlib.analysis.embeddings.position_structure / similarity_by_distance: Fig. 7 (center) as numbers."""
 
 import math
 
 import pytest
 import torch
 
-from vitlib import create_model, sincos_2d
-from vitlib.studies.embeddings import position_similarity, position_structure, similarity_by_distance
+from vitlib import create_model
+from vitlib.analysis.embeddings import position_similarity, position_structure, similarity_by_distance
+from vitlib.model import sincos_2d
 
 
 def smooth_grid(gh, gw, dim=32):
@@ -67,7 +68,7 @@ def test_sincos_embeddings_fall_off_with_distance():
 def test_a_model_and_its_class_embedding():
     model = create_model("ViT-Micro/7", num_classes=10, image_size=28, in_channels=1, pos_embed="learned")
     s_model = position_structure(model)
-    s_tensor = position_structure(model.pos_embed.weight[0, 1:], (4, 4))
+    s_tensor = position_structure(model.pos_embed[0, 1:], (4, 4))
     assert s_model == s_tensor
     twin = torch.zeros(16, 8)
     twin[:, 0] = 1.0  # every patch the same embedding: nothing is more similar to itself than to the others

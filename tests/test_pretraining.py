@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN
+from helpers import TINY_RUN
 from safetensors.torch import load_file, save_file
 
+from vitlib.analysis.finetune import prepare_for_finetuning
 from vitlib.data import TensorLoader, get_dataset
 from vitlib.model import parse_name
 from vitlib.model.cnn import is_cnn_name
-from vitlib.studies.finetune import prepare_for_finetuning
 from vitlib.train import TrainConfig, check_config, load_pretrained, main, parse_config, train
 from vitlib.train.presets import PRESETS, get_preset, table
 
@@ -201,11 +201,11 @@ def test_a_run_folder_loads_back_for_fine_tuning(objective, head, tmp_path):
     trained = r.model.vit if objective != "classify" else r.model
     x = torch.randn(3, 1, 28, 28)
     assert torch.equal(model.eval().forward_features(x), trained.eval().forward_features(x))
-    assert (count := sum(p.numel() for p in model.head.parameters())) == (
+    assert (count := sum(p.numel() for p in [*model.pre_logits.parameters(), *model.head.parameters()])) == (
         64 * 64 + 64 + 64 * 10 + 10 if head == "mlp" else 0
     ), count
     ft = prepare_for_finetuning(model, num_classes=5, image_size=56)  # higher resolution, zero-initialised head
-    assert ft.pos_embed.weight.shape[1] == 1 + 8 * 8
+    assert ft.pos_embed.shape[1] == 1 + 8 * 8
     assert torch.equal(ft(torch.randn(2, 1, 56, 56)), torch.zeros(2, 5))
 
 
@@ -310,9 +310,9 @@ def test_the_vectorized_cpu_optimizer_gives_the_per_tensor_loops_numbers_bit_for
 
 def test_every_optimizer_of_the_course_asks_vectorized_for_its_kernels(monkeypatch):
     # one place decides fused (GPU) or foreach (elsewhere): train()'s optimizers and DINO's student both ask it
+    from course import dino as dino_study
     from vitlib.data import TensorSplit
     from vitlib.model import create_model
-    from vitlib.studies import dino as dino_study
     from vitlib.train import vectorized
 
     assert vectorized(torch.device("cpu")) == {"foreach": True}

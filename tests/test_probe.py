@@ -1,8 +1,8 @@
 import torch
 
 from vitlib import VisionTransformer
+from vitlib.analysis.probe import extract_features, linear_probe
 from vitlib.data import get_dataset
-from vitlib.studies.probe import extract_features, linear_probe
 
 
 def test_linear_probe_separates_separable_features():

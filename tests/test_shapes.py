@@ -1,12 +1,10 @@
-"""vitlib.studies.cost: sequence length against patch size, parameter counts without weights, equal-parameter
-depth/width pairs; vitlib.studies.timing: the training-throughput measure."""
+"""vitlib.analysis.cost: sequence length against patch size, parameter counts without weights, equal-parameter
+depth/width pairs."""
 
 import pytest
-import torch
 
 from vitlib import VisionTransformer, count_parameters, parse_name
-from vitlib.studies.cost import depth_width_pair, parameter_count, sequence_length, vit_flops, width_for_parameters
-from vitlib.studies.timing import logged_throughput, train_throughput
+from vitlib.analysis.cost import depth_width_pair, parameter_count, sequence_length, vit_flops, width_for_parameters
 
 BASE = dict(image_size=28, patch_size=7, in_channels=1, num_classes=10)
 
@@ -122,29 +120,3 @@ def test_depth_width_pair_errors():
         depth_width_pair(dict(dim=48), shallow_depth=2, **BASE)
     with pytest.raises(ValueError, match="tolerance"):  # 64 heads: widths jump in steps of 64, too coarse to match
         depth_width_pair(dict(dim=64, depth=3, heads=64, mlp_ratio=2), shallow_depth=1, tolerance=0.001, **BASE)
-
-
-def test_train_throughput_measures_and_leaves_the_model_alone(one_thread):
-    model = VisionTransformer(**BASE, dim=16, depth=1, heads=2, mlp_dim=32)
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    threads = torch.get_num_threads()
-    ips = train_throughput(model, batch_size=8, steps=1, repeats=2, threads=1)
-    assert ips > 0 and torch.get_num_threads() == threads
-    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    with pytest.raises(ValueError, match="at least 1"):
-        train_throughput(model, batch_size=0)
-
-
-def test_train_throughput_of_a_cnn_needs_the_image_size(one_thread):
-    from vitlib.model.cnn import create_cnn
-
-    cnn = create_cnn("ResNet-8", 10, 1)
-    with pytest.raises(ValueError, match="image_size"):
-        train_throughput(cnn, batch_size=4)
-    assert train_throughput(cnn, batch_size=4, steps=1, repeats=1, image_size=28, in_channels=1) > 0
-
-
-def test_logged_throughput_is_the_median():
-    assert logged_throughput([{"images_per_s": 100.0}, {"images_per_s": 300.0}, {"images_per_s": 200.0}]) == 200.0
-    with pytest.raises(ValueError, match="result.steps"):
-        logged_throughput([{"loss": 1.0}])

@@ -65,7 +65,7 @@ def test_total_loss_is_class_plus_beta_token_plus_kd():
     model, x = TokenLabelling(vit(), teacher(), beta=0.5, kd=0.3, temperature=2.0), torch.randn(4, 1, 16, 16)
     y = torch.tensor([0, 1, 2, 3])
     torch.nn.init.normal_(model.token_head.weight)
-    torch.nn.init.normal_(model.vit.head.fc.weight)
+    torch.nn.init.normal_(model.vit.head.weight)
     parts = model.losses(x, y)
     z = model.vit.forward_features(x)
     logits = model.vit(x)
@@ -92,7 +92,7 @@ def test_beta_zero_is_the_plain_classification_loss_and_never_runs_the_teacher()
             raise AssertionError("the teacher must not run")
 
     v, x, y = vit(), torch.randn(4, 1, 16, 16), torch.tensor([0, 1, 2, 3])
-    torch.nn.init.normal_(v.head.fc.weight)
+    torch.nn.init.normal_(v.head.weight)
     model = TokenLabelling(v, teacher(), beta=0.0)
     model.teacher.stem.forward = Boom().forward
     loss = get_objective("token").loss(model, x, y).loss

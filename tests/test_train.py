@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_RUN
+from helpers import TINY_RUN
 from safetensors.torch import load_file
 from torch import nn
 
@@ -336,6 +336,8 @@ def test_cli_parses_into_the_config():
             "0.1",
             "--no-progress",
             "--resume",
+            "--out",
+            "runs/x",
             "--pos-embed",
             "sincos2d",
             "--time-budget",
@@ -346,7 +348,7 @@ def test_cli_parses_into_the_config():
     assert cfg.progress is False and cfg.resume is True and cfg.time_budget == 1.5
     assert (
         dataclasses.replace(
-            cfg, subset=None, dropout=None, progress=True, resume=False, pos_embed=None, time_budget=0.0
+            cfg, subset=None, dropout=None, progress=True, resume=False, out=None, pos_embed=None, time_budget=0.0
         )
         == TrainConfig()
     )  # everything else at its default

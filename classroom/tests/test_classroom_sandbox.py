@@ -1,0 +1,105 @@
+"""What the grader's sandbox allows and denies, checked from inside it: a probe program tries to read the
+instructor's files, write outside its scratch folder, reach the network, use memory, leave a process behind."""
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from classroom import sandbox
+from classroom.__main__ import main
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=sandbox.INSTALL)
+REPO = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import json, os, socket, subprocess, sys
+
+def can_read(p):
+    try:
+        os.listdir(p) if os.path.isdir(p) else open(p, "rb").read(1)
+        return True
+    except OSError:
+        return False
+
+def can_write(p):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        return True
+    except OSError:
+        return False
+
+def network():
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=3)
+        return True
+    except OSError:
+        return False
+
+out = {"read": {p: can_read(p) for p in sys.argv[1].split(",")},
+       "write": {p: can_write(p) for p in sys.argv[2].split(",")},
+       "network": network(), "uid": os.getuid(),
+       "processes": sorted(int(d) for d in os.listdir("/proc") if d.isdigit())}
+try:
+    hog = bytearray(8 * 2**30)
+    out["8 GB"] = True
+except MemoryError:
+    out["8 GB"] = False
+try:
+    with open("big", "wb") as f:
+        f.write(b"0" * 300 * 2**20)
+    out["300 MB file"] = True
+except OSError:
+    out["300 MB file"] = False
+subprocess.Popen(["sleep", "4243.5"], start_new_session=True)
+print(json.dumps(out))
+"""
+
+
+def test_the_sandbox_reads_only_the_environment_and_writes_only_its_scratch(tmp_path):
+    scratch, secret = tmp_path / "scratch", tmp_path / "grades.csv"
+    scratch.mkdir()
+    secret.write_text("student,points\n")
+    readable = [sys.executable, str(REPO / "vitlib" / "__init__.py"), "/etc/hostname", "/home/student"]
+    hidden = [
+        str(secret),
+        str(REPO / "notebooks" / "01_patches.ipynb"),
+        str(REPO / "classroom" / "instructor" / "test_vit_from_scratch_hidden.py"),
+        str(REPO / "README.md"),
+        str(REPO / ".git"),
+    ]
+    writable = ["/home/student/mine.txt", "/tmp/mine.txt"]
+    denied = [str(secret), str(REPO / "vitlib" / "planted.py"), "/etc/planted", "/usr/planted"]
+    log = tmp_path / "probe.log"
+    argv = [sys.executable, "-c", PROBE, ",".join(readable + hidden), ",".join(writable + denied)]
+    (uid,) = sandbox.allocate_uids(1)
+    sandbox.prepare(scratch, uid)
+    outcome = sandbox.run(scratch, argv, 120, log, uid, sandbox.Limits(memory_gb=4))
+    assert outcome.returncode == 0, log.read_text()[-2000:]
+    found = json.loads(log.read_text().strip().splitlines()[-1])
+    assert found["read"] == {p: p in readable for p in readable + hidden}
+    assert found["write"] == {p: p in writable for p in writable + denied}
+    assert secret.read_text() == "student,points\n" and not (REPO / "vitlib" / "planted.py").exists()
+    assert (scratch / "mine.txt").exists()
+    assert found["network"] is False
+    assert found["8 GB"] is False and found["300 MB file"] is False
+    assert len(found["processes"]) <= 3  # bwrap's init, python: its own PID namespace
+    if sandbox.os.geteuid() == 0:
+        assert found["uid"] == uid
+    time.sleep(0.5)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "4243.5" in (p.info["cmdline"] or [])]
+    assert outcome.leftover == 0
+
+
+def test_a_missing_bwrap_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    (tmp_path / "ann").mkdir()
+    (tmp_path / "ann" / "vit_from_scratch.py").write_text("")
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert main(["grade", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "bubblewrap" in err and "apt-get install bubblewrap" in err
