@@ -6,13 +6,11 @@ they are run here with papermill, each in a fresh folder. One test class per not
 `--dist loadscope` spreads the notebooks over its workers.
 
 Which ones run (environment VITLIB_VARIANTS):
-- unset (`make test`): the first variant of every notebook without presets (00-05, 07, 20: 5-30 s each). The
-  experiment notebooks' first variants (those with a `preset` parameter, 06 and 08-19: 17-65 s each, 7-8 minutes of
-  `make test`'s 2 cores) are listed as skipped: nbval runs those notebooks at their quick preset anyway, and
-  `make test` stays within its 30 minutes;
-- `presets` (`make test-presets`, which CI runs after `make test` where time allows): the first variant of each
-  experiment notebook;
-- `first`: the first variant of every notebook; `all` (`make test-variants`): every variant of every notebook.
+- unset (`make test`): none; each is listed as skipped. nbval runs every notebook at its defaults anyway, and the
+  first variants (5-30 s each for 00-05, 07 and 20; 17-65 s for the experiment notebooks 06 and 08-19) would cost
+  `make test` 8-10 minutes of its 2 cores;
+- `first` (`make test-presets`, which CI runs after `make test` where time allows): the first variant of every
+  notebook; `all` (`make test-variants`): every variant of every notebook.
 """
 
 import json
@@ -57,18 +55,14 @@ def run_variant(path: Path, index: int, tmp_path: Path):
     execute(path, tmp_path, variants(nb)[index], declared(nb))
 
 
-SELECTIONS = ("", "presets", "first", "all")  # VITLIB_VARIANTS: which variants run (see the module's text)
+SELECTIONS = ("", "first", "all")  # VITLIB_VARIANTS: which variants run (see the module's text)
 
 
 def selection() -> str:
     chosen = os.environ.get("VITLIB_VARIANTS", "")
     if chosen not in SELECTIONS:
-        raise ValueError(f"VITLIB_VARIANTS={chosen!r}: use presets, first or all, or leave it unset (make test).")
+        raise ValueError(f"VITLIB_VARIANTS={chosen!r}: use first or all, or leave it unset (make test).")
     return chosen
-
-
-def has_presets(nb) -> bool:
-    return "preset" in declared(nb)
 
 
 def selected(nb, chosen: str) -> tuple[list[int], str | None]:
@@ -76,10 +70,8 @@ def selected(nb, chosen: str) -> tuple[list[int], str | None]:
     ids = list(range(len(variants(nb))))
     if chosen == "all":
         return ids, None
-    if chosen == "" and has_presets(nb):
-        return ids[:1], "an experiment notebook's variant: make test-presets runs it (CI: time allowing)"
-    if chosen == "presets" and not has_presets(nb):
-        return ids[:1], "a notebook without presets: make test runs its first variant"
+    if chosen == "":
+        return ids[:1], "a notebook's other parameter sets: make test-presets runs the first (CI: time allowing)"
     return ids[:1], None
 
 
@@ -99,20 +91,18 @@ for _path in NOTEBOOKS:
     globals()[_cls.__name__] = _cls
 
 
-def test_make_test_and_make_test_presets_share_out_every_first_variant():
-    """Every notebook's first variant runs in exactly one of make test and make test-presets; make test leaves out
-    the experiment notebooks' (06, 08-19); `first` and `all` take no notebook's away."""
+def test_make_test_leaves_every_variant_to_make_test_presets():
+    """make test runs no variant (nbval runs every notebook at its defaults); `first` (make test-presets) runs every
+    notebook's first, `all` every one."""
     for path in NOTEBOOKS:
         nb = load(path)
-        runs = [selected(nb, chosen)[1] is None for chosen in ("", "presets")]
-        assert sum(runs) == 1, f"{path.name}: its first variant runs in {sum(runs)} of make test and make test-presets"
+        ids, skip = selected(nb, "")
+        assert ids == [0] and skip and "make test-presets" in skip, path.name
         assert selected(nb, "first") == ([0], None)
         assert selected(nb, "all") == (list(range(len(variants(nb)))), None)
-    skipped = [p.name[:2] for p in NOTEBOOKS if selected(load(p), "")[1]]
-    assert skipped == ["06", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19"]
 
 
 def test_a_misspelt_selection_is_refused(monkeypatch):
     monkeypatch.setenv("VITLIB_VARIANTS", "firts")
-    with pytest.raises(ValueError, match="VITLIB_VARIANTS=.firts.: use presets, first or all"):
+    with pytest.raises(ValueError, match="VITLIB_VARIANTS=.firts.: use first or all"):
         selection()
