@@ -27,9 +27,20 @@ NEEDS_GPU = "not measured yet: needs a GPU"  # what the report says of a full pr
 def results_of(results: Path, scale: str) -> dict[str, dict]:
     """{claim id: what the scale's runs found}, read from results/<folder>/**/*.json (experiment files)."""
     found = {}
-    for path in sorted((results / SCALES[scale]).rglob("*.json")):
-        data = json.loads(path.read_text())
+    folder = results / SCALES[scale]
+    for path in sorted(folder.rglob("*.json")):
+        if any(part.startswith(".") for part in path.relative_to(folder).parts):
+            continue  # results being replaced (scripts/run_experiments.py's .<notebook>.new): not results yet
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:
+            raise ValueError(f"{path}: not a readable results file ({e}); run its notebook again.") from None
         for v in data.get("verdicts", []) if isinstance(data, dict) else []:
+            missing = [k for k in ("effect", "se", "compared", "verdict", "seeds") if k not in v]
+            if v.get("id") in CLAIMS and missing:
+                raise ValueError(
+                    f"{path}: the verdict of {v['id']} lacks {', '.join(missing)}; run its notebook again."
+                )
             if v.get("id") in CLAIMS:
                 machine = data.get("gpu") or f"{data.get('cpu', '?')}, {data.get('threads', '?')} thread(s)"
                 found[v["id"]] = {

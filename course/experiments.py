@@ -5,6 +5,7 @@ claim / paper's number / our number / verdict."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +23,8 @@ from .parallel import check_jobs, check_start, run_tasks
 from .runs import stop_reason, train_metrics, train_run  # noqa: F401 (stop_reason, train_metrics: re-exported)
 from .stats import NOT_TESTED, TEST_FIELDS, VERDICTS, fmt, interval_text, mean_std, t_verdict, tost
 from .timing import device_name
+
+RESUME_VARIABLE = "VITLIB_RESUME"  # "1": an experiment reuses the rows an interrupted run of it saved (see Experiment)
 
 
 def new_run_folder(root: str | Path, name: str) -> Path:
@@ -41,7 +44,10 @@ class Experiment:
     the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork', 'forkserver' or
     'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this process; the
     forkserver imports torch once for every sweep, where each spawned worker imports it); None: fork, unless the
-    environment variable VITLIB_START names another."""
+    environment variable VITLIB_START names another.
+
+    With the environment variable VITLIB_RESUME=1 (`scripts/run_experiments.py --resume`), the rows an interrupted
+    run of the same experiment saved in `out` with the same `params` are reused instead of trained again."""
 
     def __init__(
         self,
@@ -60,6 +66,26 @@ class Experiment:
         self.verdicts: list[dict] = []
         self.fields: dict[str, dict] = {}  # condition -> the fields its rows were run with (e.g. fraction=0.1)
         self.started = time.perf_counter()
+        self._saved = self._resumable() if os.environ.get(RESUME_VARIABLE) == "1" else {}
+
+    def _resumable(self) -> dict:
+        """{(condition, seed, fields): metrics} of the rows an interrupted run with these params saved in `out`."""
+        path = self.out / f"{self.name}.json" if self.out else None
+        if path is None or not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot resume from {path}: {e}; delete it to start this experiment afresh.") from None
+        if json.loads(json.dumps(self.params, default=str)) != data.get("params"):
+            return {}  # another run's rows (other parameters): started afresh, and overwritten when saved
+        fields = data.get("fields", {})
+        saved = {}
+        for row in data.get("rows", []):
+            named = fields.get(row["condition"], {})
+            key = (row["condition"], row["seed"], json.dumps(named, sort_keys=True, default=str))
+            saved[key] = {k: v for k, v in row.items() if k not in ("condition", "seed", *named)}
+        return saved
 
     # ------------------------------------------------------------------------------------------------ running
     def add(self, condition: str, seed: int, metrics: dict, **fields) -> dict:
@@ -75,7 +101,9 @@ class Experiment:
 
         Inside `with exp.batch():` the calls wait for the block's end, and the returned list fills then."""
         rows: list[dict] = []
-        known = known or {}
+        known = dict(known or {})
+        named = json.dumps(fields, sort_keys=True, default=str)
+        known.update({s: m for (c, s, f), m in self._saved.items() if c == condition and f == named and s not in known})
         runs = [(condition, seed, fields, rows, known.get(seed, lambda fn=fn, seed=seed: fn(seed))) for seed in seeds]
         if self._queue is not None:
             self._queue += runs

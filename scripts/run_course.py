@@ -129,17 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     if not notebooks:
         print(f"no notebooks matched {args.only} in {args.notebooks}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else ROOT / "runs" / f"course-{datetime.now():%Y%m%d-%H%M%S}"
-    out.mkdir(parents=True, exist_ok=True)
     import yaml
 
     given = {name: yaml.safe_load(value) for name, value in args.p}
+    declared = {nb: pm.inspect_notebook(str(nb)) for nb in notebooks}
+    unknown = sorted(set(given) - {name for names in declared.values() for name in names})
+    if unknown:
+        print(
+            f"-p {', '.join(unknown)}: no selected notebook declares such a parameter (check the spelling in the "
+            f"notebooks' parameters cells); nothing was run.",
+            file=sys.stderr,
+        )
+        return 2
+    out = Path(args.out) if args.out else ROOT / "runs" / f"course-{datetime.now():%Y%m%d-%H%M%S}"
+    out.mkdir(parents=True, exist_ok=True)
     config = kernel_config()
     print(f"running {len(notebooks)} notebook(s) into {rel(out)}", flush=True)
     times, failed = [], None
     for nb in notebooks:
-        declared = pm.inspect_notebook(str(nb))
-        params = {k: v for k, v in given.items() if k in declared}
+        params = {k: v for k, v in given.items() if k in declared[nb]}
         start = time.perf_counter()
         try:
             pm.execute_notebook(

@@ -17,6 +17,13 @@ made again from everything under results/.
 
 --start sets VITLIB_START for the notebooks: how their sweeps' workers start (course.parallel; fork unless
 given).
+
+A notebook writes its results into the run's folder first (runs/experiments-.../results/<folder>/<notebook>); they
+replace the committed ones under results/ only when the notebook has finished. A stopped or failed run leaves results/
+as it was; `--resume runs/experiments-...` carries it on: the notebooks that finished are not run again, and the others
+reuse the runs their interrupted experiment saved (VITLIB_RESUME=1, course.experiments.Experiment).
+
+    python scripts/run_experiments.py --scale quick --resume runs/experiments-quick-20261203-081500
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,9 +41,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
+RESULTS = ROOT / "results"
 sys.path.insert(0, str(ROOT))
 
 from course.claims import CLAIMS, SCALES, report  # noqa: E402
+from course.experiments import RESUME_VARIABLE  # noqa: E402
 from course.notebook import declared_parameters  # noqa: E402
 from course.parallel import START_VARIABLE, STARTS, check_jobs, default_jobs  # noqa: E402
 
@@ -49,10 +59,14 @@ def has_parameter(name: str, parameter: str) -> bool:
     return bool(cells) and parameter in declared_parameters("".join(cells[0]["source"]))
 
 
-def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int, start: str | None) -> tuple[str, float, int]:
-    out = ROOT / "results" / SCALES[scale] / name
+def run_one(
+    name: str, scale: str, runs: Path, threads: int, jobs: int, start: str | None, resume: bool = False
+) -> tuple[str, float, int]:
+    """Run one notebook into runs/results/<folder>/<name>; on success its results replace results/<folder>/<name>."""
+    out = runs / "results" / SCALES[scale] / name
+    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT), RESUME_VARIABLE: str(int(resume))}
     if start:
         env[START_VARIABLE] = start
     cmd = [
@@ -72,9 +86,24 @@ def run_one(name: str, scale: str, runs: Path, threads: int, jobs: int, start: s
         *(["-p", "jobs", str(jobs)] if has_parameter(name, "jobs") else []),
         "--no-progress-bar",
     ]
-    with open(runs / f"{name}.log", "w") as log:
+    with open(runs / f"{name}.log", "a" if resume else "w") as log:
         code = subprocess.run(cmd, cwd=NOTEBOOKS, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    if code == 0:
+        publish(out, RESULTS / SCALES[scale] / name)
+        (runs / f"{name}.done").touch()
     return name, time.perf_counter() - started, code
+
+
+def publish(new: Path, committed: Path) -> None:
+    """Replace the folder `committed` by a copy of `new`, so that at every moment one of the two is there whole."""
+    staged, old = committed.with_name(f".{committed.name}.new"), committed.with_name(f".{committed.name}.old")
+    shutil.rmtree(staged, ignore_errors=True)
+    shutil.copytree(new, staged)
+    shutil.rmtree(old, ignore_errors=True)
+    if committed.exists():
+        committed.rename(old)
+    staged.rename(committed)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def main() -> int:
@@ -91,6 +120,13 @@ def main() -> int:
     ap.add_argument("--notebooks", type=int, default=1, help="notebooks at a time (default 1)")
     ap.add_argument("--start", choices=STARTS, default=None, help="how the sweeps' workers start (default: fork)")
     ap.add_argument("--threads", type=int, default=1, help="PyTorch threads per notebook, outside its workers")
+    ap.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="RUNS",
+        help="carry on an interrupted run from its folder runs/experiments-<scale>-<date-time>",
+    )
     args = ap.parse_args()
     for option, value in (("--jobs", args.jobs), ("--notebooks", args.notebooks)):
         try:
@@ -101,23 +137,38 @@ def main() -> int:
     if not names:
         print(f"no experiment notebook matches {args.only}; they are {', '.join(EXPERIMENTS)}", file=sys.stderr)
         return 2
-    runs = ROOT / "runs" / f"experiments-{args.scale}-{datetime.now():%Y%m%d-%H%M%S}"
-    runs.mkdir(parents=True)
+    if args.resume:
+        runs = args.resume.resolve()
+        if not (runs / "results").is_dir():
+            ap.error(f"--resume {args.resume}: not the folder of an earlier run (it has no results/ folder)")
+        done = [n for n in names if (runs / f"{n}.done").exists()]
+        names = [n for n in names if n not in done]
+        print(f"resuming {runs}: {len(done)} notebook(s) finished before, {len(names)} to run")
+    else:
+        runs = ROOT / "runs" / f"experiments-{args.scale}-{datetime.now():%Y%m%d-%H%M%S}"
+        runs.mkdir(parents=True)
     print(
         f"{len(names)} notebook(s) at scale {args.scale}, {args.notebooks} at a time, {args.jobs} runs side by side "
         f"inside each; executed copies in {runs}"
     )
     failed = []
-    with ThreadPoolExecutor(args.notebooks) as pool:
-        for name, seconds, code in pool.map(
-            lambda n: run_one(n, args.scale, runs, args.threads, args.jobs, args.start), names
-        ):
-            print(
-                f"  {name:32s} {seconds / 60:6.1f} min{'  FAILED (see ' + str(runs / name) + '.log)' if code else ''}"
-            )
-            failed += [name] if code else []
-    report(ROOT / "results")
-    print((ROOT / "results" / "CLAIMS.md").read_text())
+    try:
+        with ThreadPoolExecutor(args.notebooks) as pool:
+            for name, seconds, code in pool.map(
+                lambda n: run_one(n, args.scale, runs, args.threads, args.jobs, args.start, bool(args.resume)), names
+            ):
+                note = f"  FAILED (see {runs / name}.log; results/ kept as it was)" if code else ""
+                print(f"  {name:32s} {seconds / 60:6.1f} min{note}")
+                failed += [name] if code else []
+    except KeyboardInterrupt:
+        print(
+            f"stopped: results/ keeps what it held for the unfinished notebooks; carry on with "
+            f"--resume {os.path.relpath(runs)}",
+            file=sys.stderr,
+        )
+        return 130
+    report(RESULTS)
+    print((RESULTS / "CLAIMS.md").read_text())
     return 1 if failed else 0
 
 

@@ -92,3 +92,12 @@ def test_a_course_runs_with_a_summary_and_no_kernel_warning(tmp_path):
     assert re.search(r"^03_never\.ipynb +not run$", run.stdout, re.M), run.stdout
     executed = json.loads((tmp_path / "out" / "01_first.ipynb").read_text())
     assert executed["cells"][1]["outputs"][0]["text"] == ["42\n"]
+
+
+def test_a_parameter_no_notebook_declares_is_refused_before_anything_runs(tmp_path, capsys):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    small_notebook(nbs / "01_first.ipynb", "x = 6 * 7", "print(x)")
+    code = run_course.main(["--notebooks", str(nbs), "--out", str(tmp_path / "out"), "-p", "nonexistent", "3"])
+    assert code == 2 and not (tmp_path / "out").exists()
+    assert "-p nonexistent: no selected notebook declares such a parameter" in capsys.readouterr().err
