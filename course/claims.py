@@ -11,6 +11,7 @@ presets) into results/claims.json and results/CLAIMS.md:
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,30 +37,36 @@ def results_of(results: Path, scale: str) -> dict[str, dict]:
         except ValueError as e:
             raise ValueError(f"{path}: not a readable results file ({e}); run its notebook again.") from None
         for v in data.get("verdicts", []) if isinstance(data, dict) else []:
+            if v.get("id") not in CLAIMS:
+                continue
             missing = [k for k in ("effect", "se", "compared", "verdict", "seeds") if k not in v]
-            if v.get("id") in CLAIMS and missing:
+            if missing:
                 raise ValueError(
                     f"{path}: the verdict of {v['id']} lacks {', '.join(missing)}; run its notebook again."
                 )
-            if v.get("id") in CLAIMS:
-                machine = data.get("gpu") or f"{data.get('cpu', '?')}, {data.get('threads', '?')} thread(s)"
-                found[v["id"]] = {
-                    "ours": {
-                        "effect": v["effect"],
-                        "se": v["se"],
-                        "margin": v.get("margin"),
-                        "compared": v["compared"],
-                        **{k: v[k] for k in TEST_FIELDS if v.get(k) is not None},
-                    },
-                    "verdict": v["verdict"],
-                    **({"measured": v["measured"]} if v.get("measured") else {}),
-                    "why": v.get("why", ""),
-                    "seeds": v["seeds"],
-                    "minutes": round(data.get("minutes", 0), 1),
-                    "machine": machine,
-                    "date": data.get("saved"),
-                    "source": str(path.relative_to(results)),
-                }
+            if not all(isinstance(v[k], (int, float)) and math.isfinite(v[k]) for k in ("effect", "se")):
+                raise ValueError(
+                    f"{path}: the verdict of {v['id']} has effect {v['effect']} and se {v['se']}: a run diverged; "
+                    f"run its notebook again (a smaller learning rate, or fewer steps)."
+                )
+            machine = data.get("gpu") or f"{data.get('cpu', '?')}, {data.get('threads', '?')} thread(s)"
+            found[v["id"]] = {
+                "ours": {
+                    "effect": v["effect"],
+                    "se": v["se"],
+                    "margin": v.get("margin"),
+                    "compared": v["compared"],
+                    **{k: v[k] for k in TEST_FIELDS if v.get(k) is not None},
+                },
+                "verdict": v["verdict"],
+                **({"measured": v["measured"]} if v.get("measured") else {}),
+                "why": v.get("why", ""),
+                "seeds": v["seeds"],
+                "minutes": round(data.get("minutes", 0), 1),
+                "machine": machine,
+                "date": data.get("saved"),
+                "source": str(path.relative_to(results)),
+            }
     return found
 
 

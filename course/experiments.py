@@ -40,14 +40,10 @@ def new_run_folder(root: str | Path, name: str) -> Path:
 class Experiment:
     """Rows of (condition, seed, fields, metrics), saved to out/<name>.json and .csv after every seed.
 
-    `jobs`: how many runs go side by side inside `with exp.batch():` (worker processes, `course.parallel`);
-    the rows and their numbers are the same for any `jobs`. `start`: how those workers start, 'fork', 'forkserver' or
-    'spawn' (where PyTorch refuses forked workers: a machine with a GPU, after anything trained in this process; the
-    forkserver imports torch once for every sweep, where each spawned worker imports it); None: fork, unless the
-    environment variable VITLIB_START names another.
-
-    With the environment variable VITLIB_RESUME=1 (`scripts/run_experiments.py --resume`), the rows an interrupted
-    run of the same experiment saved in `out` with the same `params` are reused instead of trained again."""
+    `jobs`: runs side by side inside `with exp.batch():` (the numbers are the same for any `jobs`); `start`: how
+    those workers start, 'fork', 'forkserver' or 'spawn' (`course.parallel`; None: $VITLIB_START, else fork).
+    With VITLIB_RESUME=1 (`scripts/run_experiments.py --resume`) the rows an interrupted run with the same `params`
+    saved in `out` are reused, not trained again."""
 
     def __init__(
         self,
@@ -87,7 +83,6 @@ class Experiment:
             saved[key] = {k: v for k, v in row.items() if k not in ("condition", "seed", *named)}
         return saved
 
-    # ------------------------------------------------------------------------------------------------ running
     def add(self, condition: str, seed: int, metrics: dict, **fields) -> dict:
         self.fields[condition] = dict(fields)
         row = {"condition": condition, "seed": seed, **fields, **metrics}
@@ -113,9 +108,8 @@ class Experiment:
 
     @contextmanager
     def batch(self):
-        """Start runs (`run`, `train`, and what calls them) inside the block; they run `self.jobs` at a time when it
-        ends, and their rows are added (and saved) in the order they were started, as if run one after another. A
-        worker returns only the metrics, and a run must depend on its seed alone (see `course.parallel`)."""
+        """Runs started inside the block go `self.jobs` at a time when it ends; their rows are added in the order
+        started, as if run one after another (a run must depend on its seed alone: `course.parallel`)."""
         if self._queue is not None:
             raise RuntimeError("exp.batch() blocks do not nest: start every run of the batch in one block.")
         self._queue = []
@@ -136,7 +130,6 @@ class Experiment:
         """Train `cfg` once per seed (`train_run`); `data` and `model` may be callables of the seed."""
         return self.run(condition, train_run(cfg, data, model), seeds, **fields)
 
-    # -------------------------------------------------------------------------------------------- summarising
     def conditions(self) -> list[str]:
         return list(dict.fromkeys(r["condition"] for r in self.rows))
 
@@ -170,12 +163,8 @@ class Experiment:
         paired: bool = False,
         upstream: Iterable[str] = (),
     ) -> dict:
-        """Difference a - b of `metric` over the seeds and the verdict on the claim 'a <expect> b': expect 'greater'
-        or 'less' (a direction), or 'equal' with an equivalence `margin` stated in advance.
-
-        The course's one rule (`stats.t_verdict`, `stats.tost`): Welch's t, or the paired t with `paired` (a[i] and
-        b[i] share seed i), the interval, p and test recorded; 'inconclusive' when most runs hit their budget
-        (`converged`; `upstream`: the conditions whose runs the arms start from, a pre-training say)."""
+        """a - b of `metric` and the verdict on 'a <expect> b' (expect: 'greater', 'less', or 'equal' with a `margin`
+        stated in advance): Welch's t, the paired t with `paired`, or TOST (`course.stats`); see `converged`."""
         if expect == "equal" and margin is None:
             raise ValueError("a claim of equality needs an equivalence margin stated in advance: pass margin=.")
         va, vb = self._paired(a, b, metric) if paired else (self.values(a, metric), self.values(b, metric))
@@ -188,11 +177,8 @@ class Experiment:
     def converged(
         self, out: dict, conditions: Iterable[str], metric: str = "test_acc", upstream: Iterable[str] = ()
     ) -> dict:
-        """Count the runs of `conditions` behind a judged comparison (`compare`'s, or a `stats.contrast`) that hit their
-        budget (stopped='budget'); when most did, the verdict is 'inconclusive' (not converged). The runs of
-        `upstream` conditions (a pre-training the arms are fine-tuned from) are counted with them and judged apart:
-        when most of those hit their budget, the arms started from an unfinished model, and the verdict is
-        'inconclusive' too."""
+        """'inconclusive' (not converged) when most runs of `conditions`, or most of the `upstream` runs the arms start
+        from, hit their step budget (stopped='budget'); the counts are recorded."""
         conditions, upstream = set(conditions), set(upstream)
         runs = [r for r in self.rows if r["condition"] in conditions and r.get(metric) is not None and "stopped" in r]
         before = [r for r in self.rows if r["condition"] in upstream and "stopped" in r]
@@ -216,14 +202,9 @@ class Experiment:
         return [by_seed[0][s] for s in seeds], [by_seed[1][s] for s in seeds]
 
     def claim(self, claim_id: str, comparison: dict, why: str = "", tested: bool = True) -> dict:
-        """A row of the closing table for the paper's claim `claim_id` (its statement and source come from
-        course.paper_claims.CLAIMS), judged by `comparison` (as `compare`, `stats.contrast` or `stats.all_of`
-        return it: diff, se, low, high, p, verdict, n and compared). Saved with the results.
-
-        Where the comparison's two arms turned out to be one condition (`compare` records it as tested=False: the two
-        poolings of c2 chose one rate, say), or `tested=False` says this run's design could not test the claim
-        otherwise, the row's verdict is NOT_TESTED whatever the interval says, the interval's verdict is kept as
-        `measured`, and the claims report leaves it out of Holm's correction."""
+        """The closing table's row for claim `claim_id` (course.paper_claims), judged by `comparison` (from `compare`,
+        `stats.contrast` or `stats.all_of`); saved. When its two arms were one condition, or `tested=False`, the
+        verdict is NOT_TESTED (the interval's kept as `measured`, left out of Holm)."""
         missing = [k for k in ("diff", "se", "low", "high", "p", "verdict", "n", "compared") if k not in comparison]
         if missing:
             raise ValueError(
@@ -264,18 +245,11 @@ class Experiment:
             "|---|---|---|---|---|",
         ]
         for v in self.verdicts:
-            ours = interval_text(v)
-            cells = (
-                f"({v['id']}) {v['claim']}",
-                v["paper"],
-                f"{ours}; {v['compared']}",
-                f"**{v['verdict']}**",
-                v["why"],
-            )
+            ours = f"{interval_text(v)}; {v['compared']}"
+            cells = (f"({v['id']}) {v['claim']}", v["paper"], ours, f"**{v['verdict']}**", v["why"])
             lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
         return "\n".join(lines)
 
-    # ---------------------------------------------------------------------------------------------- files
     def to_dict(self) -> dict:
         return {
             "experiment": self.name,
@@ -319,7 +293,6 @@ class Experiment:
         exp.out = Path(path).parent
         return exp
 
-    # --------------------------------------------------------------------------------------------- plotting
     def errorbar(
         self,
         ax,

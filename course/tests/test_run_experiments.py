@@ -124,6 +124,10 @@ def test_the_claims_report_names_a_damaged_results_file(tmp_path):
     (folder / "x.json").write_text('{"verdicts": [{"id": "x1", "verdict": "reproduced"}]}')
     with pytest.raises(ValueError, match=r"x\.json: the verdict of x1 lacks effect, se, compared, seeds"):
         results_of(tmp_path, "quick")
+    v = {"id": "x1", "verdict": "reproduced", "effect": float("nan"), "se": 0.1, "compared": "", "seeds": 3}
+    (folder / "x.json").write_text(json.dumps({"verdicts": [v]}))
+    with pytest.raises(ValueError, match=r"x\.json: the verdict of x1 has effect nan and se 0.1: a run diverged"):
+        results_of(tmp_path, "quick")
     (folder / "x.json").write_text('{"verdicts": [')
     with pytest.raises(ValueError, match=r"x\.json: not a readable results file"):
         results_of(tmp_path, "quick")
