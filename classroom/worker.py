@@ -96,11 +96,8 @@ def _notebook_job(job: dict, nb_path: str, allow_errors: bool) -> dict:
 
 
 def _stopped_text(scratch: Path) -> str:
-    path = scratch / ".classroom" / "stopped.txt"
-    try:
-        return path.read_text(errors="replace")[:500] if path.is_file() and not path.is_symlink() else ""
-    except OSError:
-        return ""
+    raw = verdict.read_beneath(scratch, ".classroom/stopped.txt", limit=2**20)
+    return raw.decode(errors="replace")[:500] if raw else ""
 
 
 # -- the instructor's answers ------------------------------------------------------------------------------------------
@@ -144,7 +141,7 @@ def check_recorded(folder: Path, job: dict) -> list[str]:
     """Warnings on what the instructor's run recorded: exercises with nothing to compare, values compared by type."""
     warnings = []
     for path in sorted((folder / "expected").glob("*.json")):
-        data = verdict.load(path) or {}
+        data = verdict.load(path.parent, path.name) or {}
         if not data.get("values") and not data.get("calls"):
             warnings.append(f"{job['assignment']} {path.stem}: nothing recorded (the checks call no answer)")
         objects = [n for n, v in data.get("values", {}).items() if v and v[0] == "object"]
@@ -247,16 +244,15 @@ def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
         stopped = _stopped_text(scratch)
     graded = None
     try:
-        graded_path = scratch / ".classroom" / "graded.ipynb"
-        if graded_path.is_file() and not graded_path.is_symlink() and graded_path.stat().st_size < verdict.MAX_BYTES:
-            graded = nbformat.read(graded_path, as_version=4)
+        raw = verdict.read_beneath(scratch, ".classroom/graded.ipynb")
+        graded = nbformat.reads(raw.decode(), as_version=4) if raw else None
     except Exception:  # what the sandbox wrote is only read for messages: unreadable is no message
         graded = None
     messages = notebook_results(graded, exercises, notes, job["cell_timeout"], stopped)
     rows = []
     for e, row in zip(exercises, messages):
-        expected = verdict.load(recorded / "expected" / f"{exp.key_file(e)}.json") or {}
-        answers = verdict.load(scratch / ".classroom" / "answers" / f"{exp.key_file(e)}.json")
+        expected = verdict.load(recorded, f"expected/{exp.key_file(e)}.json") or {}
+        answers = verdict.load(scratch, f".classroom/answers/{exp.key_file(e)}.json")
         rows.append(merge(row, verdict.judge(expected, answers, rtol=e.rtol), e.points, notes.get(e.key)))
     return rows
 
@@ -281,13 +277,14 @@ def _grade_library(job, scratch, relative, limits) -> list[dict]:
     inner = dict(mode="replay-library", cwd=cwd, module=library.ASSIGNMENT, cell_timeout=job["cell_timeout"])
     outcome = _run(job, scratch, inner, limits)
     job["leftover"], job["seconds"] = outcome.leftover, outcome.seconds
-    answers = verdict.load(scratch / ".classroom" / "answers" / "library.json")
+    answers = verdict.load(scratch, ".classroom/answers/library.json")
     if answers and answers.get("import_error"):
         return _library_rows("error", f"the tests could not import your file: {str(answers['import_error'])[:300]}")
-    expected = verdict.load(recorded / "expected" / "library.json") or {}
+    expected = verdict.load(recorded, "expected/library.json") or {}
     calls = expected.get("calls", [])
     try:
-        rules = library.rule_violations((scratch / "work" / relative).read_text(errors="replace"))
+        raw = verdict.read_beneath(scratch, Path("work") / relative)
+        rules = library.rule_violations(raw.decode(errors="replace")) if raw is not None else {}
     except OSError:
         rules = {}
     rows = []

@@ -78,9 +78,32 @@ def test_calls_are_judged_with_their_inputs_origin(tmp_path):
     assert verdict.judge(expected, {"calls": [["raises", "ValueError", "no"]]})[1].endswith("raised ValueError: no")
     big = tmp_path / "answers.json"
     big.write_text(json.dumps({"values": {}}))
-    assert verdict.load(big) == {"values": {}}
+    assert verdict.load(tmp_path, "answers.json") == {"values": {}}
     (tmp_path / "link.json").symlink_to(big)
-    assert verdict.load(tmp_path / "link.json") is None and verdict.load(tmp_path / "none.json") is None
+    assert verdict.load(tmp_path, "link.json") is None and verdict.load(tmp_path, "none.json") is None
+
+
+def test_what_a_sandbox_wrote_is_read_without_following_any_link(tmp_path):
+    """A job that replaces .classroom/answers with a link to a neighbour's answers (found via /proc/self/mountinfo)
+    scored 9/9 on a blank notebook: no part of the path is followed through a link now."""
+    neighbour, job = tmp_path / "jobs" / "00001", tmp_path / "jobs" / "00002"
+    (neighbour / ".classroom" / "answers").mkdir(parents=True)
+    (neighbour / ".classroom" / "answers" / "e1.json").write_text('{"values": {"x": ["num", 1]}}')
+    (job / ".classroom").mkdir(parents=True)
+    (job / ".classroom" / "answers").symlink_to(neighbour / ".classroom" / "answers")
+    assert verdict.load(neighbour, ".classroom/answers/e1.json") == {"values": {"x": ["num", 1]}}
+    assert verdict.load(job, ".classroom/answers/e1.json") is None  # the folder is a link
+    (job / "outer").symlink_to(neighbour)
+    assert verdict.read_beneath(job, "outer/.classroom/answers/e1.json") is None
+    assert verdict.read_beneath(job, "../00001/.classroom/answers/e1.json") is None
+    (neighbour / "fifo").parent.mkdir(exist_ok=True)
+    import os
+
+    os.mkfifo(neighbour / "fifo")
+    assert verdict.read_beneath(neighbour, "fifo") is None  # not a regular file: not read (and no hang)
+    (neighbour / "big").write_bytes(b"x" * 101)
+    assert verdict.read_beneath(neighbour, "big", limit=100) is None
+    assert verdict.read_beneath(neighbour, "big", limit=101) == b"x" * 101
 
 
 def test_a_measured_answer_is_judged_within_its_tolerance():
