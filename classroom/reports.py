@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -132,6 +133,19 @@ def histogram_png(tot: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def readable(text: str) -> str:
+    """`text` as UTF-8 can hold it: the bytes of a folder name that is not UTF-8 (Latin-1, say) as \\xNN escapes."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def feedback_name(student: str, limit: int = 200) -> str:
+    """The feedback file's name for `student`: a name too long for the file system is cut and keeps a digest."""
+    if len(student.encode()) + 3 <= limit:
+        return f"{student}.md"
+    cut = student.encode()[: limit - 20].decode(errors="ignore")
+    return f"{cut}-{hashlib.sha256(student.encode()).hexdigest()[:12]}.md"
+
+
 def write_reports(rows: list[dict], out: Path, seconds: float | None = None) -> dict[str, Path]:
     """grades.csv, feedback/<student>.md, summary.md and histogram.png under `out`, each written to a temporary file
     next to it and renamed into place (a reader never sees half a report). Called once grading is over: every
@@ -141,13 +155,14 @@ def write_reports(rows: list[dict], out: Path, seconds: float | None = None) -> 
     tmp = Path(tempfile.mkdtemp(prefix=".reports-", dir=out))
     try:
         (tmp / "feedback").mkdir()
+        rows = [{**r, "student": readable(r["student"]), "message": readable(str(r.get("message", "")))} for r in rows]
         cells = [{**r, "points": _num(r["points"]), "max_points": _num(r["max_points"])} for r in rows]
         write_csv(tmp / "grades.csv", cells, COLUMNS, escape_formulas=True)  # names and messages come from students
         by_student = defaultdict(list)
         for r in rows:
             by_student[r["student"]].append(r)
         for student, items in by_student.items():
-            (tmp / "feedback" / f"{student}.md").write_text(feedback(student, items))
+            (tmp / "feedback" / feedback_name(student)).write_text(feedback(student, items))
         (tmp / "summary.md").write_text(summary(rows, seconds))
         histogram_png(totals(rows), tmp / "histogram.png")
         for path in sorted(tmp.rglob("*")):

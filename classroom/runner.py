@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections import Counter
@@ -43,7 +44,12 @@ def submitted_file(student_dir: Path, assignment: str) -> tuple[Path | None, str
     """The student's file for an assignment and a note on how it was found: the exact name, else (notebooks) the one
     file whose name starts with the same two digits, such as '01_patches (1).ipynb' from a second download."""
     name = library.FILENAME if assignment == library.ASSIGNMENT else assignment + ".ipynb"
-    files = [p for p in student_dir.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts]
+    try:
+        files = [
+            p for p, mode in worker.walk(student_dir) if stat.S_ISREG(mode) and ".ipynb_checkpoints" not in p.parts
+        ]
+    except (ValueError, OSError):
+        return None, f"not submitted: {student_dir.name}/ could not be searched (see the folder's other rows)"
     exact = sorted((p for p in files if p.name == name), key=lambda p: len(p.parts))
     if exact:
         return exact[0], ""
