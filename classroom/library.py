@@ -7,7 +7,7 @@ for a private copy) holds the solution `vit_from_scratch.py` with the answers be
 call they make to the solution's functions and modules (inputs, weights, outputs); each student's file then runs in a
 sandbox of its own only to compute its outputs on those inputs, and the grader compares them. A call belongs to the
 exercise its test's name starts with (test_<exercise>_...); an exercise earns its points when all its calls match and
-the rules below hold (checked on the source text, in the grader).
+the rules below hold (checked on the syntax tree of the file as submitted, in the grader, before it runs).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from importlib import machinery
 from pathlib import Path
 
 ASSIGNMENT = "vit_from_scratch"
@@ -40,16 +41,15 @@ EXERCISES = [
     ("vit", "VisionTransformer.forward: eq. (1)-(4)", 1),
 ]
 BEGIN, END = "# BEGIN SOLUTION", "# END SOLUTION"
-# rules on the student's source: (exercise, what, pattern that must not match, message)
-RULES = [
-    (
-        "attention",
-        "MultiHeadSelfAttention.forward",
-        r"(scaled_dot_product_attention|MultiheadAttention)\s*\(|\b(vitlib|timm)\.",
-        "write the softmax yourself: no scaled_dot_product_attention, nn.MultiheadAttention, vitlib or timm",
-    ),
-    ("vit", None, r"^\s*(import|from)\s+(vitlib|timm)", "vit_from_scratch.py must not import vitlib or timm"),
-]
+# rules on the student's source, checked on its syntax tree before it runs (names anywhere in the file count: a
+# method assigned after its class, `import torch, vitlib` and `__import__("vitlib")` are all seen)
+FORBIDDEN_MODULES = {"vitlib", "timm"}
+FORBIDDEN_ATTENTION = ("scaled_dot_product", "multiheadattention", "multi_head_attention")  # parts of names, any case
+DYNAMIC = {"__import__", "exec", "eval", "compile", "import_module", "importlib"}  # code built while it runs
+MAX_SOURCE_BYTES = 1_000_000  # a ViT from scratch is about 10 kB; the grader parses the file in its own process
+ATTENTION_RULE = "write the softmax yourself: no scaled_dot_product_attention, nn.MultiheadAttention, vitlib or timm"
+IMPORT_RULE = "vit_from_scratch.py must not import vitlib or timm"
+DYNAMIC_RULE = "vit_from_scratch.py must not build code while it runs (exec, eval, compile, __import__, importlib)"
 
 
 def starter_source(source: str, keep: set[str] = frozenset()) -> str:
@@ -117,28 +117,55 @@ def exercise_of(test_name: str) -> str | None:
     return next((key for key, _, _ in EXERCISES if name.startswith(key)), None)
 
 
-def _segment(source: str, where: str) -> str:
-    """The source of `Class.method` (or a function) in the student's file; '' when it is not there."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    parts, body = where.split("."), tree.body
-    for k, part in enumerate(parts):
-        node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part), None)
-        if node is None:
-            return ""
-        if k == len(parts) - 1:
-            return ast.get_source_segment(source, node) or ""
-        body = node.body
-    return ""
+def _names(tree: ast.AST) -> tuple[set[str], set[str], set[str], set[str]]:
+    """(modules imported, names bound or read, attribute names, string constants) in a syntax tree."""
+    modules, names, attributes, strings = set(), set(), set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.name.split(".")[0] for a in node.names}
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            modules.add((node.module or "").split(".")[0] if node.level == 0 else "")
+            names |= {a.name for a in node.names} | {a.asname for a in node.names if a.asname}
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            attributes.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.add(node.value)
+    return modules, names, attributes, strings
 
 
 def rule_violations(source: str) -> dict[str, str]:
-    """{exercise: message} for the rules the student's source breaks."""
+    """{exercise: message} for the rules the student's source breaks, read from its syntax tree. A file that does not
+    parse breaks none (its import fails, which costs every exercise)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # Python's own import fails the same way
+        return {}
+    modules, names, attributes, strings = _names(tree)
+    strings = {s for s in strings if re.fullmatch(r"\w+(\.\w+)*", s)}  # a name spelled out: getattr(F, "...")
+    spelled = {s.split(".")[0] for s in strings}  # __import__("vitlib")
     out = {}
-    for exercise, where, pattern, message in RULES:
-        text = _segment(source, where) if where else source
-        if re.search(pattern, text, re.M):
-            out.setdefault(exercise, message)
+    if (modules | spelled) & FORBIDDEN_MODULES:
+        out = {"attention": ATTENTION_RULE, "vit": IMPORT_RULE}
+    if any(part in word.lower() for word in names | attributes | strings for part in FORBIDDEN_ATTENTION):
+        out.setdefault("attention", ATTENTION_RULE)
+    if (names | modules | (attributes & {"import_module"})) & DYNAMIC:
+        out.setdefault("vit", DYNAMIC_RULE)
     return out
+
+
+def shadowing(folder: Path) -> str | None:
+    """Why the file would not be what runs: a package, compiled module or cached bytecode of the same name beside it
+    (Python imports those first)."""
+    importable = {ASSIGNMENT} | {ASSIGNMENT + s for s in machinery.EXTENSION_SUFFIXES + machinery.BYTECODE_SUFFIXES}
+    for entry in sorted(folder.iterdir()):
+        if entry.name in importable:
+            return f"{entry.name} sits beside {FILENAME} and would be imported instead: submit {FILENAME} alone"
+    cache = folder / "__pycache__"
+    if cache.is_dir() and any(p.name.startswith(ASSIGNMENT + ".") for p in cache.iterdir()):
+        return (
+            f"__pycache__/ holds compiled {ASSIGNMENT} files that would run instead of {FILENAME}: delete __pycache__"
+        )
+    return None

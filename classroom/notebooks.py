@@ -312,9 +312,11 @@ def _assemble(instructor_nb, student_nb, cells: list):
     out.metadata["kernelspec"] = instructor_nb.metadata.get("kernelspec", out.metadata.get("kernelspec", {}))
     out.cells = [setup] + cells
     out.nbformat, out.nbformat_minor = 4, max(5, out.get("nbformat_minor", 5))
+    seen = set()
     for k, cell in enumerate(out.cells):  # ids are required from nbformat 4.5 on; copies may lack or repeat them
-        if not cell.get("id") or any(cell.get("id") == c.get("id") for c in out.cells[:k]):
+        if not cell.get("id") or cell.get("id") in seen:
             cell.id = f"cell-{k}"
+        seen.add(cell.id)
     return out
 
 

@@ -163,6 +163,9 @@ def grade_class(
         sandbox.check()
     except sandbox.SandboxError as exc:
         raise ClassroomError(str(exc)) from exc
+    if options.limits.cgroup and not sandbox.cgroup.available():
+        print("warning: no cgroup can be made for each job here (needs root with cgroup v1, or a delegated v2): "
+              "CPU, memory and processes are limited per process only", file=sys.stderr)  # fmt: skip
     root = Path(tempfile.mkdtemp(prefix="classroom-", dir=options.workdir))
     (root / "logs").mkdir()
     common = dict(cell_timeout=options.cell_timeout, timeout=options.timeout, kernel=options.kernel,

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from . import cgroup
+
 HOME = "/home/student"
 INSTALL = (
     "the grader runs student code in a bubblewrap sandbox and `bwrap` is not installed: install it with "
@@ -40,6 +42,8 @@ class Limits:
     processes: int = 256  # processes and threads of the job's user (RLIMIT_NPROC)
     file_mb: int = 256  # largest file a process may write (RLIMIT_FSIZE), the executed notebook included
     cpu_s: int | None = None  # CPU seconds per process (RLIMIT_CPU); None: the job's wall-clock limit
+    tmp_mb: int = 1024  # size of each of the sandbox's /tmp and /var/tmp (tmpfs: host memory)
+    cgroup: bool = True  # each job in a cgroup of its own where the machine allows (CPU share, memory_gb, processes)
 
 
 @dataclass
@@ -95,7 +99,9 @@ def _readable() -> list[Path]:
     return [p for p in dict.fromkeys(p.resolve() for p in paths) if p.exists()]
 
 
-def command(scratch: Path, argv: list[str], uid: int | None, views: dict | None = None) -> list[str]:
+def command(
+    scratch: Path, argv: list[str], uid: int | None, views: dict | None = None, tmp_mb: int = 1024
+) -> list[str]:
     """The bwrap command line that runs `argv` with `scratch` at /home/student (the working folder) and each folder of
     `views` ({host folder: path in the sandbox}) read-only where the notebooks expect it."""
     root = os.geteuid() == 0
@@ -105,8 +111,9 @@ def command(scratch: Path, argv: list[str], uid: int | None, views: dict | None 
     else:
         cmd += ["--unshare-all"]
     # the private /tmp first: what is bound below may lie under /tmp on the host (a checkout or venv in /tmp)
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
-    cmd += ["--perms", "1777", "--tmpfs", "/var/tmp"]
+    size = ["--size", str(tmp_mb * 2**20)]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp"]
+    cmd += ["--perms", "1777", *size, "--tmpfs", "/var/tmp"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         p = Path("/") / name
         if p.is_symlink():
@@ -144,11 +151,13 @@ def environment() -> dict[str, str]:
     }
 
 
-def _limit(limits: Limits, timeout: float):
+def _limit(limits: Limits, timeout: float, group: cgroup.JobGroup | None = None):
     cpu = int(limits.cpu_s or max(10, timeout))
     memory = int(limits.memory_gb * 2**30)
 
     def apply():  # in the child, before bwrap runs: bwrap and everything it starts inherit them
+        if group is not None:
+            group.join()
         try:  # bwrap dies with the grader's thread that started it (a grader killed outright stops its jobs)
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
@@ -207,16 +216,19 @@ def run(
     limits: Limits,
     views: dict | None = None,
 ) -> Outcome:
-    """Run `argv` in the sandbox; kill it (and every process it started) after `timeout` seconds."""
+    """Run `argv` in the sandbox, in a cgroup of its own where the machine allows; kill it (and every process it
+    started) after `timeout` seconds."""
     start = time.monotonic()
+    name = f"classroom-{os.getpid()}-{uid}-{time.monotonic_ns()}"
+    group = cgroup.make(name, int(limits.memory_gb * 2**30), limits.processes) if limits.cgroup else None
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            command(scratch, argv, uid, views),
+            command(scratch, argv, uid, views, limits.tmp_mb),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=environment(),
-            preexec_fn=_limit(limits, timeout),
+            preexec_fn=_limit(limits, timeout, group),
             start_new_session=True,
             close_fds=True,
         )
@@ -226,6 +238,8 @@ def run(
             code = None
             os.killpg(proc.pid, signal.SIGKILL)  # bwrap; --die-with-parent takes the namespace's processes with it
             proc.wait()
+    if group is not None:
+        group.close()
     return Outcome(code, round(time.monotonic() - start, 1), _leftovers(uid))
 
 

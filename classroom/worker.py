@@ -290,8 +290,23 @@ def merge(row: dict, judged: tuple[str, str, bool], points: float, note: str | N
     return {**row, "points": 0, "status": status, "message": f"{text} ({note})" if note else text}
 
 
+def _library_source(scratch: Path, relative: Path) -> tuple[bytes | None, str | None]:
+    """The student's file as submitted, read before it runs (the rules are checked on the code that ran), or why it
+    is refused."""
+    refused = library.shadowing(scratch / "work" / relative.parent)
+    if refused:
+        return None, refused
+    raw = verdict.read_beneath(scratch, Path("work") / relative, limit=library.MAX_SOURCE_BYTES)
+    if raw is None:
+        return None, f"{library.FILENAME} is over {library.MAX_SOURCE_BYTES:,} bytes or not a plain file: not graded"
+    return raw, None
+
+
 def _grade_library(job, scratch, relative, limits) -> list[dict]:
     recorded = Path(job["recorded"])
+    source, refused = _library_source(scratch, relative)
+    if refused:
+        return _library_rows("error", refused)
     shutil.copyfile(recorded / "inputs" / "library.pkl", scratch / ".classroom" / "inputs" / "library.pkl")
     cwd = f"{HOME}/work/{relative.parent.as_posix()}".rstrip("/.")
     inner = dict(mode="replay-library", cwd=cwd, module=library.ASSIGNMENT, cell_timeout=job["cell_timeout"])
@@ -302,11 +317,11 @@ def _grade_library(job, scratch, relative, limits) -> list[dict]:
         return _library_rows("error", f"the tests could not import your file: {str(answers['import_error'])[:300]}")
     expected = verdict.load(recorded, "expected/library.json") or {}
     calls = expected.get("calls", [])
-    try:
-        raw = verdict.read_beneath(scratch, Path("work") / relative)
-        rules = library.rule_violations(raw.decode(errors="replace")) if raw is not None else {}
-    except OSError:
-        rules = {}
+    if verdict.read_beneath(scratch, Path("work") / relative, limit=library.MAX_SOURCE_BYTES) != source:
+        return _library_rows(
+            "error", f"{library.FILENAME} changed while it ran: submit a file that does not rewrite it"
+        )
+    rules = library.rule_violations(source.decode(errors="replace"))
     rows = []
     for key, title, points in library.EXERCISES:
         mine = [i for i, c in enumerate(calls) if library.exercise_of(c.get("test", "")) == key]

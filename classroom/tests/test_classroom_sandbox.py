@@ -103,3 +103,35 @@ def test_a_missing_bwrap_is_a_clear_error(tmp_path, monkeypatch, capsys):
     assert main(["grade", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "bubblewrap" in err and "apt-get install bubblewrap" in err
+
+
+FILL_TMP = "head -c {mb}000000 /dev/zero > /tmp/fill && echo wrote || echo refused"
+
+
+def _fill(tmp_path, mb, limits):
+    scratch = tmp_path / f"scratch-{mb}"
+    scratch.mkdir()
+    (uid,) = sandbox.allocate_uids(1)
+    sandbox.prepare(scratch, uid)
+    log = tmp_path / f"fill-{mb}.log"
+    outcome = sandbox.run(scratch, ["sh", "-c", FILL_TMP.format(mb=mb)], 60, log, uid, limits)
+    return outcome, log.read_text()
+
+
+def test_the_sandboxs_tmp_is_bounded(tmp_path):
+    """/tmp is host memory that RLIMIT_AS does not count (2.8 GB from one job, issue 61): tmpfs has a size."""
+    _, text = _fill(tmp_path, 300, sandbox.Limits(tmp_mb=100, cgroup=False))
+    assert "refused" in text and "No space left" in text
+    _, text = _fill(tmp_path, 50, sandbox.Limits(tmp_mb=100, cgroup=False))
+    assert text.strip().endswith("wrote")
+
+
+@pytest.mark.skipif(not sandbox.cgroup.available(), reason="no cgroup can be made here (limits per process only)")
+def test_a_jobs_cgroup_counts_its_tmp_files_and_is_removed(tmp_path):
+    """The job's memory is counted with what it writes to /tmp: 600 MB in a 2 GB tmpfs, under a 0.25 GB limit."""
+    before = set(sandbox.cgroup.ROOT.rglob("classroom-*"))
+    outcome, text = _fill(tmp_path, 600, sandbox.Limits(memory_gb=0.25, tmp_mb=2048))
+    assert "wrote" not in text or outcome.returncode != 0, text
+    _, text = _fill(tmp_path, 50, sandbox.Limits(memory_gb=0.25, tmp_mb=2048))
+    assert text.strip().endswith("wrote")
+    assert set(sandbox.cgroup.ROOT.rglob("classroom-*")) == before
