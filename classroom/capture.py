@@ -1,6 +1,6 @@
 """Answers as data: record the instructor's values and calls, replay the calls on a student's code, encode the results.
 
-This file is copied into each sandbox and imported there on its own (it imports nothing of vitlib). It only
+This file is copied into each sandbox with encoding.py and imported there on its own (no vitlib). It only
 produces data: the comparison happens in the grader (`verdict.py`), in a process no student code ever ran in.
 
 Instructor side (in the instructor's own sandbox, around the check cells of each exercise):
@@ -11,91 +11,29 @@ Student side (in the student's sandbox, where the checks would run):
     answer(globals(), key, names)  writes answers/<key>.json: the student's values, and the outputs of the student's
                                    functions on the instructor's recorded inputs
 
-An encoded value is a JSON list: ["num", 4], ["str", "c"], ["array", dtype, shape, base64], ["seq", [...]], ...
+How a value becomes data: encoding.py.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import functools
-import json
-import math
 import os
 import pickle
 import signal
 
+try:  # in the grader: classroom.capture; in a sandbox: capture, beside encoding.py
+    from .encoding import encode
+    from .encoding import write_json as _write
+except ImportError:
+    from encoding import encode
+    from encoding import write_json as _write
+
 MAX_CALLS = 300  # calls recorded per exercise (the first ones)
-MAX_ARRAY = 64 * 2**20  # bytes of one encoded array
-_state = {"calls": [], "depth": 0, "phase": "check", "test": "", "restore": []}
+_state = {"calls": [], "depth": 0, "phase": "check", "test": "", "restore": [], "made": []}
 
 
 def _is_module_class(value) -> bool:
     return isinstance(value, type) and any(c.__module__.startswith("torch.nn") for c in value.__mro__[1:])
-
-
-def _array(value):
-    import numpy as np
-
-    if type(value).__module__.startswith("torch"):
-        import torch
-
-        t = value.detach().cpu()
-        if t.is_complex():
-            t = torch.view_as_real(t)
-        if t.dtype in (torch.bfloat16, torch.float16):
-            t = t.float()
-        value = t.numpy()
-    a = np.ascontiguousarray(value)
-    if a.dtype.kind not in "biuf" or a.nbytes > MAX_ARRAY:
-        return ["object", f"array of {a.dtype} and {a.nbytes} bytes"]
-    a = a.astype(a.dtype.newbyteorder("<"))
-    return ["array", a.dtype.str, list(a.shape), base64.b64encode(a.tobytes()).decode()]
-
-
-def encode(value, depth: int = 0):
-    """The value as JSON-able data; what cannot be data becomes ["object", <its type>]."""
-    if depth > 12:
-        return ["object", "nested too deep"]
-    if value is None:
-        return ["none"]
-    if value is Ellipsis:
-        return ["todo"]
-    if isinstance(value, bool):
-        return ["bool", bool(value)]
-    if isinstance(value, int):
-        return ["num", int.__int__(value)]
-    if isinstance(value, float):
-        f = float.__float__(value)
-        return ["num", f if math.isfinite(f) else repr(f)]
-    if isinstance(value, str):
-        return ["str", str.__str__(value)]
-    if isinstance(value, type) or callable(value) and not hasattr(value, "state_dict"):
-        return ["object", f"callable {getattr(value, '__qualname__', type(value).__qualname__)}"]
-    module = type(value).__module__
-    if module.startswith(("torch", "numpy")) and hasattr(value, "shape") and hasattr(value, "dtype"):
-        if module.startswith("numpy") and value.shape == ():
-            return encode(value.item(), depth + 1)
-        return _array(value)
-    if isinstance(value, (tuple, list)) or type(value).__name__ == "Size":
-        return ["seq", [encode(v, depth + 1) for v in list(value)[:100000]]]
-    if isinstance(value, dict):
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in list(value.items())[:10000]]]
-    if isinstance(value, (set, frozenset)):
-        return ["set", sorted((encode(v, depth + 1) for v in value), key=json.dumps)]
-    if hasattr(value, "state_dict") and hasattr(value, "parameters") and callable(value.state_dict):
-        return ["module", type(value).__name__, encode(dict(value.state_dict()), depth + 1)]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-        return ["record", type(value).__name__, encode(fields, depth + 1)]
-    return ["object", type(value).__qualname__]
-
-
-def _write(path: str, data) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(data, f)
-    os.replace(path + ".tmp", path)
 
 
 # -- instructor side ---------------------------------------------------------------------------------------------------
@@ -113,8 +51,50 @@ def _record(name, kind, blob, call):
         raise
     finally:
         _state["depth"] -= 1
+    if result == ["callable"]:  # a function it returned: the checks' calls of it are recorded too
+        out = _wrap_returned(name, out, len(_state["calls"]))
+    _register(out, len(_state["calls"]), ())
     _state["calls"].append(dict(name=name, kind=kind, blob=blob, out=result, **_where()))
     return out
+
+
+def _wrap_returned(name, fn, index: int):
+    @functools.wraps(fn)
+    def recorded(*args, **kwargs):
+        if _state["depth"]:
+            return fn(*args, **kwargs)
+        return _record(f"{name}(...)", "returned", _dumps((index, args, kwargs)), lambda: fn(*args, **kwargs))
+
+    return recorded
+
+
+def _register(out, index: int, path: tuple, depth: int = 0) -> None:
+    """Remember a recorded call's output (and the items of a tuple or list it returned) as ("earlier", index, path)."""
+    _state["made"].append((out, ("earlier", index, path)))
+    if isinstance(out, (tuple, list)) and depth < 2:
+        for k, item in enumerate(out[:64]):
+            _register(item, index, path + (k,), depth + 1)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a call's inputs; an input that is an earlier call's output (the same object, or an equal tensor or
+    array) is stored as a reference to that call, never as its value: replayed, it is the student's own result."""
+
+    def persistent_id(self, obj):
+        for made, ref in _state["made"]:
+            if made is obj or _same_array(made, obj):
+                return ref
+        return None
+
+
+def _same_array(a, b) -> bool:
+    """Whether b is a copy of the output a (a tensor or array of at least two different values: zeros are no answer)."""
+    if not (type(a) is type(b) and hasattr(a, "shape") and a.shape == b.shape and a.dtype == b.dtype):
+        return False
+    if type(a).__module__.startswith("torch"):
+        a, b = a.detach().cpu(), b.detach().cpu()
+    flat = a.reshape(-1)
+    return len(flat) > 1 and bool((flat != flat[0]).any()) and bool((a == b).all())
 
 
 def _where():
@@ -122,8 +102,12 @@ def _where():
 
 
 def _dumps(obj):
+    import io
+
     try:
-        return pickle.dumps(obj, protocol=4)
+        buffer = io.BytesIO()
+        _Pickler(buffer, protocol=4).dump(obj)
+        return buffer.getvalue()
     except Exception:
         return None  # an input that is not data (a generator, an open file): this call cannot be replayed
 
@@ -173,7 +157,7 @@ def _unwrap_classes():
 
 
 def begin(namespace: dict, key: str, names: list[str]) -> None:
-    _state.update(calls=[], phase="check", originals={})
+    _state.update(calls=[], phase="check", originals={}, made=[])
     for name in names:
         value = namespace.get(name)
         if _is_module_class(value):
@@ -192,7 +176,7 @@ def end(namespace: dict, key: str, names: list[str], folder: str = "../.classroo
     namespace.update(_state.pop("originals", {}))
     _unwrap_classes()
     _save(folder, key, _state.pop("values", {}), _state["calls"])
-    _state["calls"] = []
+    _state["calls"], _state["made"] = [], []
 
 
 def _save(folder, key, values, calls):
@@ -238,31 +222,63 @@ def _alarm(seconds):
         signal.alarm(int(max(1, seconds)))
 
 
-def replay(find, call: dict, seconds: float | None = None):
-    """The encoded output of the student's `call` (found by `find(name)`), or why there is none."""
-    import contextlib
+class _Unpickler(pickle.Unpickler):
+    """Loads a call's inputs with the student's own results where the instructor's call used an earlier output."""
 
+    def __init__(self, blob: bytes, earlier: list):
+        import io
+
+        super().__init__(io.BytesIO(blob))
+        self.earlier = earlier
+
+    def persistent_load(self, ref):
+        _, index, path = ref
+        value = self.earlier[index] if index < len(self.earlier) else _Missing
+        for k in path:
+            value = value[k] if value is not _Missing else value
+        if value is _Missing:
+            raise LookupError(f"needs the result of call {index + 1}, which your code did not return")
+        return value
+
+
+_Missing = object()
+
+
+def _call(target, call: dict, earlier: list):
+    def load(blob):
+        return _Unpickler(blob, earlier).load()
+
+    if call["kind"] == "returned":  # a call of the function an earlier call returned: the student's own
+        index, args, kwargs = load(call["blob"])
+        return _Unpickler(b"", earlier).persistent_load(("earlier", index, ()))(*args, **kwargs)
+    if call["kind"] != "module":
+        args, kwargs = load(call["blob"])
+        return target(*args, **kwargs)
+    import torch
+
+    data = load(call["blob"])
+    args, kwargs = load(data["init"])
+    obj = target(*args, **kwargs)
+    obj.load_state_dict(data["state"], strict=True)
+    obj.train(data["training"])
+    args, kwargs = data["call"]
+    with torch.no_grad():
+        return obj(*args, **kwargs)
+
+
+def replay(find, call: dict, seconds: float | None = None, earlier: list | None = None):
+    """The encoded output of the student's `call` (found by `find(name)`), or why there is none. `earlier`: the
+    student's results of the calls before (appended to: an input that was an earlier output is the student's own)."""
+    earlier = [] if earlier is None else earlier
+    result = _Missing
     try:
-        target = find(call["name"])
+        target = find(call["name"]) if call["kind"] != "returned" else "earlier"
         if target is None:
             return ["missing"]
         _alarm(seconds)
         try:
-            no_grad = contextlib.nullcontext()
-            if call["kind"] == "module":
-                import torch
-
-                no_grad = torch.no_grad()
-                data = pickle.loads(call["blob"])
-                args, kwargs = pickle.loads(data["init"])
-                obj = target(*args, **kwargs)
-                obj.load_state_dict(data["state"], strict=True)
-                obj.train(data["training"])
-                args, kwargs = data["call"]
-                with no_grad:
-                    return encode(obj(*args, **kwargs))
-            args, kwargs = pickle.loads(call["blob"])
-            return encode(target(*args, **kwargs))
+            result = _call(target, call, earlier)
+            return encode(result)
         finally:
             signal.alarm(0)
     except _Late:
@@ -272,6 +288,8 @@ def replay(find, call: dict, seconds: float | None = None):
     except BaseException as exc:  # noqa: BLE001 - the student's error is the result
         text = str(exc).splitlines()[0][:300] if str(exc) else ""
         return ["raises", type(exc).__name__, text]
+    finally:
+        earlier.append(result)
 
 
 def answer(namespace: dict, key: str, names: list[str], folder: str = "../.classroom") -> None:
@@ -283,7 +301,8 @@ def answer(namespace: dict, key: str, names: list[str], folder: str = "../.class
             calls = pickle.load(f)
     except FileNotFoundError:
         calls = []
-    outputs = [replay(namespace.get, c) for c in calls]
+    earlier = []
+    outputs = [replay(namespace.get, c, earlier=earlier) for c in calls]
     _write(os.path.join(folder, "answers", key + ".json"), {"values": values, "calls": outputs})
 
 
@@ -299,8 +318,8 @@ def answer_library(module_name: str, folder: str, seconds: float) -> None:
         return
     with open(os.path.join(folder, "inputs", "library.pkl"), "rb") as f:
         calls = pickle.load(f)
-    outputs = []
+    outputs, earlier = [], []
     for call in calls:
-        outputs.append(replay(lambda name: getattr(module, name, None), call, seconds))
+        outputs.append(replay(lambda name: getattr(module, name, None), call, seconds, earlier))
         _write(path, {"values": {}, "calls": outputs})
     _write(path, {"values": {}, "calls": outputs})

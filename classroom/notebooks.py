@@ -103,9 +103,8 @@ def _clean(cell):
 
 
 def strip_answer_digests(source: str) -> str:
-    """A check cell without the digests of `check_answer(question, answer, digest, hint=...)`: the digest of a short
-    answer ("a" to "d") gives it away to whoever hashes the four choices. The call becomes a check that an answer was
-    written; the grader compares the answer with the instructor's own (never with a digest)."""
+    """A check cell without the digests of `check_answer(question, answer, digest, ...)` (a digest of "a" to "d" gives
+    the answer away): it checks an answer was written; the grader compares it with the instructor's."""
     import ast
 
     try:
@@ -171,8 +170,7 @@ def _text(cell) -> str:
 
 
 def leaked_solution_lines(instructor_nb, released_nb) -> list[str]:
-    """Lines of a solution cell that appear in the released notebook although no other cell of the instructor's has
-    them (a stub's `def` line is shared with its solution and not a leak)."""
+    """Lines of a solution cell in the released notebook that no other instructor cell has (a shared `def`: no leak)."""
     shared = set()
     for cell in instructor_nb.cells:
         if SOLUTION not in tags(cell):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import library, sandbox, worker
+from . import folders, library, sandbox, worker
 
 
 class ClassroomError(ValueError):
@@ -46,7 +46,7 @@ def submitted_file(student_dir: Path, assignment: str) -> tuple[Path | None, str
     name = library.FILENAME if assignment == library.ASSIGNMENT else assignment + ".ipynb"
     try:
         files = [
-            p for p, mode in worker.walk(student_dir) if stat.S_ISREG(mode) and ".ipynb_checkpoints" not in p.parts
+            p for p, mode in folders.walk(student_dir) if stat.S_ISREG(mode) and ".ipynb_checkpoints" not in p.parts
         ]
     except (ValueError, OSError):
         return None, f"not submitted: {student_dir.name}/ could not be searched (see the folder's other rows)"
@@ -166,20 +166,23 @@ def grade_class(
     if options.limits.cgroup and not sandbox.cgroup.available():
         print("warning: no cgroup can be made for each job here (needs root with cgroup v1, or a delegated v2): "
               "CPU, memory and processes are limited per process only", file=sys.stderr)  # fmt: skip
+    # the instructor's recordings and the students' jobs in two roots: no path from a job's folder leads to them
     root = Path(tempfile.mkdtemp(prefix="classroom-", dir=options.workdir))
+    jobs_root = Path(tempfile.mkdtemp(prefix="classroom-jobs-", dir=options.workdir))
     (root / "logs").mkdir()
     common = dict(cell_timeout=options.cell_timeout, timeout=options.timeout, kernel=options.kernel,
                   parameters=options.parameters)  # fmt: skip
     try:
         recorded = _record_all(assignments, cat, root, options, common)
         common["notebooks"] = str(_released_view(source, root / "released"))
-        jobs = _jobs(students, assignments, cat, submissions, root, recorded, common)
+        jobs = _jobs(students, assignments, cat, submissions, (jobs_root, root / "logs"), recorded, common)
         rows = _run_jobs(jobs, len(students), options)
     finally:
         if options.keep:
-            print(f"the graded notebooks and logs are kept in {root}", file=sys.stderr)
+            print(f"the graded notebooks and logs are kept in {root} and {jobs_root}", file=sys.stderr)
         else:
             shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(jobs_root, ignore_errors=True)
     order = {(j["student"], j["assignment"]): i for i, j in enumerate(jobs)}
     rows.sort(key=lambda r: order[(r["student"], r["assignment"])])
     return rows + skipped_folders(submissions)
@@ -201,10 +204,10 @@ def _released_view(source: Path, out: Path) -> Path:
     return out
 
 
-def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: dict, common: dict) -> list[dict]:
+def _jobs(students, assignments, cat, submissions: Path, roots: tuple, recorded: dict, common: dict) -> list[dict]:
     jobs, uids = [], sandbox.allocate_uids(len(students) * len(assignments))
     for student in students:
-        refused = worker.check_plain(submissions / student)
+        refused = folders.check_plain(submissions / student)
         for assignment in assignments:
             path, note = submitted_file(submissions / student, assignment) if not refused else (None, "")
             n = len(jobs) + 1
@@ -220,8 +223,8 @@ def _jobs(students, assignments, cat, submissions: Path, root: Path, recorded: d
                     note=note if path else None,
                     refused=refused,
                     student_dir=str(submissions / student),
-                    dir=str(root / "jobs" / f"{n:05d}"),  # numbered: no two students share a folder
-                    log=str(root / "logs" / f"{n:05d}.log"),
+                    dir=str(roots[0] / f"{n:05d}"),  # numbered: no two students share a folder
+                    log=str(roots[1] / f"{n:05d}.log"),
                     uid=uids[n - 1] if os.geteuid() == 0 else None,  # as root: a user id of its own
                     recorded=str(recorded[assignment]),
                 )

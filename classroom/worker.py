@@ -9,76 +9,19 @@ answers (JSON), the executed notebook (for the feedback messages); the points co
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import stat
 import sys
 from pathlib import Path
 
 import nbformat
 
 from . import expected as exp
-from . import library, sandbox, verdict
+from . import folders, library, limited, sandbox, verdict
 from .notebooks import grading_notebook, parse_exercises
 from .results import notebook_results
 
 HERE = Path(__file__).resolve().parent
 HOME = exp.HOME
-
-
-class SubmissionError(ValueError):
-    """A submission that is refused as it is (a link, a device, ...): the message is for the student."""
-
-
-def copy_plain(src: Path, dst: Path) -> None:
-    """Copy a student's folder: regular files and folders only; a symlink or special file is refused."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(os.scandir(src), key=lambda e: e.name):
-        if entry.name == ".ipynb_checkpoints":
-            continue
-        mode = entry.stat(follow_symlinks=False).st_mode
-        where = Path(entry.path).relative_to(src.parent)
-        if stat.S_ISLNK(mode):
-            raise SubmissionError(f"{where} is a symbolic link: submit the file itself (links are not graded)")
-        if stat.S_ISDIR(mode):
-            copy_plain(Path(entry.path), dst / entry.name)
-        elif stat.S_ISREG(mode):
-            shutil.copyfile(entry.path, dst / entry.name, follow_symlinks=False)
-        else:
-            raise SubmissionError(f"{where} is not a regular file (a device, pipe or socket): submit plain files")
-
-
-MAX_DEPTH = 32  # folders nested deeper in a submission are refused (a walk 1,500 deep ended the class's grading)
-
-
-def walk(folder: Path):
-    """(path, lstat mode) of everything under `folder`, links not followed, without recursion; a ValueError past
-    MAX_DEPTH levels."""
-    stack = [(folder, 0)]
-    while stack:
-        here, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"folders nested more than {MAX_DEPTH} deep")
-        for entry in sorted(os.scandir(here), key=lambda e: e.name):
-            mode = entry.stat(follow_symlinks=False).st_mode
-            yield Path(entry.path), mode
-            if stat.S_ISDIR(mode):
-                stack.append((Path(entry.path), depth + 1))
-
-
-def check_plain(folder: Path) -> str | None:
-    """Why a student's folder is refused (a link or special file somewhere in it, or too deep), or None."""
-    try:
-        for path, mode in walk(folder):
-            if stat.S_ISLNK(mode):
-                return f"{path.relative_to(folder.parent)} is a symbolic link: submit plain files only (not graded)"
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                return f"{path.relative_to(folder.parent)} is not a regular file: submit plain files only (not graded)"
-    except ValueError as exc:
-        return f"{folder.name}/ has {exc}: submit the notebooks near the top of your folder (not graded)"
-    except OSError as exc:
-        return f"{folder.name}/ could not be read ({exc.strerror}): not graded"
-    return None
 
 
 def _scratch(job: dict, files: dict[str, bytes | str] | None = None) -> Path:
@@ -87,7 +30,7 @@ def _scratch(job: dict, files: dict[str, bytes | str] | None = None) -> Path:
     (scratch / ".classroom" / "answers").mkdir(exist_ok=True)
     (scratch / ".classroom" / "expected").mkdir(exist_ok=True)
     (scratch / "work").mkdir(exist_ok=True)
-    for name in ("capture.py", "inside.py"):
+    for name in ("capture.py", "encoding.py", "inside.py"):
         shutil.copyfile(HERE / name, scratch / ".classroom" / name)
     for name, data in (files or {}).items():
         (scratch / ".classroom" / name).write_bytes(data if isinstance(data, bytes) else data.encode())
@@ -165,8 +108,17 @@ def check_recorded(folder: Path, job: dict) -> list[str]:
         if not data.get("values") and not data.get("calls"):
             warnings.append(f"{job['assignment']} {path.stem}: nothing recorded (the checks call no answer)")
         objects = [n for n, v in data.get("values", {}).items() if v and v[0] == "object"]
+        calls = data.get("calls", [])
+        objects += sorted({f"{c['name']}(...)" for c in calls if (c.get("out") or [""])[0] == "object"})
         if objects:
             warnings.append(f"{job['assignment']} {path.stem}: {objects} can only be compared by their type")
+        called = {c["name"] for c in calls}
+        uncalled = sorted(
+            {c["name"] for c in calls if c.get("out") == ["callable"] and c["name"] + "(...)" not in called}
+        )
+        if uncalled:
+            warnings.append(f"{job['assignment']} {path.stem}: {uncalled} return a function the checks never call "
+                            "(any function passes: call it in a check)")  # fmt: skip
     return warnings
 
 
@@ -230,8 +182,8 @@ def _grade(job: dict, limits: sandbox.Limits) -> list[dict]:
         return fail("error", job.get("missing") or "not submitted")
     scratch = _scratch(job)
     try:
-        copy_plain(Path(job["student_dir"]), scratch / "work")
-    except SubmissionError as exc:
+        folders.copy_plain(Path(job["student_dir"]), scratch / "work")
+    except folders.SubmissionError as exc:
         return fail("error", str(exc))
     relative = Path(job["submission"]).relative_to(job["student_dir"])
     if is_library:
@@ -239,17 +191,38 @@ def _grade(job: dict, limits: sandbox.Limits) -> list[dict]:
     return _grade_notebook(job, scratch, relative, exercises, limits)
 
 
-def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
-    instructor = nbformat.read(job["source"], as_version=4)
+def _grading(source: str, submitted: Path, recorded: Path, exercises: list) -> tuple:
+    """The grading notebook and notes for a student's notebook (run by `limited.call`: the file is the student's)."""
+    instructor = nbformat.read(source, as_version=4)
+    student = read_student_notebook(submitted)
+    names = json.loads((recorded / "names.json").read_text())
+    return grading_notebook(instructor, student, exercises, hidden=False, capture=exp.capture_cells(exercises, names))
+
+
+def _judge_notebook(scratch: Path, recorded: Path, exercises: list, notes: dict, cell_timeout, stopped) -> list[dict]:
+    """The rows from what the sandbox wrote back (run by `limited.call`: the student's code wrote it)."""
     try:
-        student = read_student_notebook(scratch / "work" / relative)
+        raw = verdict.read_beneath(scratch, ".classroom/graded.ipynb")
+        graded = nbformat.reads(raw.decode(), as_version=4) if raw else None
+    except Exception:  # what the sandbox wrote is only read for messages: unreadable is no message
+        graded = None
+    messages = notebook_results(graded, exercises, notes, cell_timeout, stopped)
+    rows = []
+    for e, row in zip(exercises, messages):
+        expected = verdict.load(recorded, f"expected/{exp.key_file(e)}.json") or {}
+        answers = verdict.load(scratch, f".classroom/answers/{exp.key_file(e)}.json")
+        rows.append(merge(row, verdict.judge(expected, answers, rtol=e.rtol), e.points, notes.get(e.key)))
+    return rows
+
+
+def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
+    recorded = Path(job["recorded"])
+    try:
+        nb, notes = limited.call(_grading, job["source"], scratch / "work" / relative, recorded, exercises)
     except ValueError as exc:
         return _rows_for_all(exercises, "error", str(exc))
-    recorded = Path(job["recorded"])
-    names = json.loads((recorded / "names.json").read_text())
-    nb, notes = grading_notebook(
-        instructor, student, exercises, hidden=False, capture=exp.capture_cells(exercises, names)
-    )
+    except limited.LimitExceeded as exc:
+        return _rows_for_all(exercises, "error", f"not graded: your notebook is too large for the grader ({exc})")
     if job.get("note"):
         notes = {e.key: "; ".join(filter(None, [notes.get(e.key), job["note"]])) for e in exercises}
     nbformat.write(nb, scratch / ".classroom" / "grading.ipynb")
@@ -262,19 +235,11 @@ def _grade_notebook(job, scratch, relative, exercises, limits) -> list[dict]:
         stopped = f"timeout: past the limit of {job['timeout']:g} s per student and assignment"
     elif _stopped_text(scratch):
         stopped = _stopped_text(scratch)
-    graded = None
     try:
-        raw = verdict.read_beneath(scratch, ".classroom/graded.ipynb")
-        graded = nbformat.reads(raw.decode(), as_version=4) if raw else None
-    except Exception:  # what the sandbox wrote is only read for messages: unreadable is no message
-        graded = None
-    messages = notebook_results(graded, exercises, notes, job["cell_timeout"], stopped)
-    rows = []
-    for e, row in zip(exercises, messages):
-        expected = verdict.load(recorded, f"expected/{exp.key_file(e)}.json") or {}
-        answers = verdict.load(scratch, f".classroom/answers/{exp.key_file(e)}.json")
-        rows.append(merge(row, verdict.judge(expected, answers, rtol=e.rtol), e.points, notes.get(e.key)))
-    return rows
+        return limited.call(_judge_notebook, scratch, recorded, exercises, notes, job["cell_timeout"], stopped)
+    except limited.LimitExceeded as exc:
+        why = f"not graded: what your notebook wrote is too large for the grader ({exc})"
+        return _rows_for_all(exercises, "error", why)
 
 
 def merge(row: dict, judged: tuple[str, str, bool], points: float, note: str | None) -> dict:
@@ -312,23 +277,31 @@ def _grade_library(job, scratch, relative, limits) -> list[dict]:
     inner = dict(mode="replay-library", cwd=cwd, module=library.ASSIGNMENT, cell_timeout=job["cell_timeout"])
     outcome = _run(job, scratch, inner, limits)
     job["leftover"], job["seconds"] = outcome.leftover, outcome.seconds
-    answers = verdict.load(scratch, ".classroom/answers/library.json")
-    if answers and answers.get("import_error"):
-        return _library_rows("error", f"the tests could not import your file: {str(answers['import_error'])[:300]}")
-    expected = verdict.load(recorded, "expected/library.json") or {}
-    calls = expected.get("calls", [])
     if verdict.read_beneath(scratch, Path("work") / relative, limit=library.MAX_SOURCE_BYTES) != source:
         return _library_rows(
             "error", f"{library.FILENAME} changed while it ran: submit a file that does not rewrite it"
         )
     rules = library.rule_violations(source.decode(errors="replace"))
+    try:
+        return limited.call(_judge_library, scratch, recorded, outcome.returncode is None, rules)
+    except limited.LimitExceeded as exc:
+        return _library_rows("error", f"not graded: what your file wrote is too large for the grader ({exc})")
+
+
+def _judge_library(scratch: Path, recorded: Path, timed_out: bool, rules: dict) -> list[dict]:
+    """The rows from the answers the sandbox wrote back (run by `limited.call`)."""
+    answers = verdict.load(scratch, ".classroom/answers/library.json")
+    if answers and answers.get("import_error"):
+        return _library_rows("error", f"the tests could not import your file: {str(answers['import_error'])[:300]}")
+    expected = verdict.load(recorded, "expected/library.json") or {}
+    calls = expected.get("calls", [])
     rows = []
     for key, title, points in library.EXERCISES:
         mine = [i for i, c in enumerate(calls) if library.exercise_of(c.get("test", "")) == key]
         row = dict(exercise=key, title=title, points=0, max_points=points)
         status, message, _ = verdict.judge(expected, answers, mine) if mine else ("error", "nothing recorded", False)
-        if answers is None or (outcome.returncode is None and status == "error"):
-            status = "timeout" if outcome.returncode is None else "error"
+        if answers is None or (timed_out and status == "error"):
+            status = "timeout" if timed_out else "error"
             why = "past the time limit" if status == "timeout" else "no results"
             message = f"not graded: your file did not finish ({why})"
         if status == "passed" and key in rules:

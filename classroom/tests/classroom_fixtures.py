@@ -354,22 +354,14 @@ for _ in range(50):
 
 
 def library_rule_attacks() -> dict[str, tuple[dict[str, str], float]]:
-    """Library submissions that break a rule where a regex on the file after the run did not see it (issue 61):
-    {student: ({relative path: text}, points the rules give)}."""
+    """Library submissions whose rules were read from another file than the one that ran (issue 61): {student:
+    ({relative path: text}, points the rules give)}. Import forms and late methods: test_classroom_library.py."""
     from classroom import library
 
     solution, starter = library.SOURCE.read_text(), library.starter_source(library.SOURCE.read_text())
-    late = (  # attention by scaled_dot_product_attention, assigned after the class
-        "\nimport torch.nn.functional as F\n\n\ndef _fast(self, x):\n    b, n, d = x.shape\n"
-        "    q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)\n"
-        "    return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d))\n\n\n"
-        "MultiHeadSelfAttention.forward = _fast\n"
-    )
     rewrite = "\nimport vitlib\nimport pathlib\n\n_me = pathlib.Path(__file__)\n"
     rewrite += "_me.write_text(_me.read_text().replace('import vitlib' + chr(10), ''))\n"
     return {
-        "lib-import-list": ({library.FILENAME: solution + "\nimport torch, vitlib\n"}, 3),
-        "lib-late-forward": ({library.FILENAME: solution + late}, 4),
         "lib-rewrites-itself": ({library.FILENAME: solution + rewrite}, 0),
         "lib-package": ({library.FILENAME: starter, "vit_from_scratch/__init__.py": solution + "import vitlib\n"}, 0),
     }

@@ -5,7 +5,7 @@ feedback file. Each is now that student's own line in the report."""
 import csv
 import os
 
-from classroom import worker
+from classroom import folders
 from classroom.reports import feedback_name, write_reports
 from classroom.runner import submitted_file
 
@@ -36,7 +36,7 @@ def test_a_folder_nested_too_deep_is_refused_not_a_crash(tmp_path):
     (student / "01_patches.ipynb").write_text("{}")
     nested(student, 1500)
     try:
-        assert "nested more than 32 deep" in worker.check_plain(student)
+        assert "nested more than 32 deep" in folders.check_plain(student)
         path, note = submitted_file(student, "01_patches")
         assert path is None and "could not be searched" in note
     finally:
@@ -45,7 +45,7 @@ def test_a_folder_nested_too_deep_is_refused_not_a_crash(tmp_path):
     shallow.mkdir()
     nested(shallow, 5)
     (shallow / "d" / "01_patches.ipynb").write_text("{}")
-    assert worker.check_plain(shallow) is None and submitted_file(shallow, "01_patches")[0].name == "01_patches.ipynb"
+    assert folders.check_plain(shallow) is None and submitted_file(shallow, "01_patches")[0].name == "01_patches.ipynb"
 
 
 def test_reports_for_names_that_are_not_utf8_or_too_long(tmp_path):

@@ -91,10 +91,5 @@ def test_the_library_cheats_get_nothing(graded):
 
 def test_library_rules_are_checked_on_the_code_that_ran(graded):
     by = {(r["student"], r["exercise"]): r for r in graded[3] if r["assignment"] == "vit_from_scratch"}
-    assert (
-        by[("lib-import-list", "vit")]["message"]
-        == "hidden test rule: vit_from_scratch.py must not import vitlib or timm"
-    )
-    assert by[("lib-late-forward", "attention")]["message"].startswith("hidden test rule: write the softmax yourself")
     assert "changed while it ran" in by[("lib-rewrites-itself", "patchify")]["message"]
     assert "vit_from_scratch sits beside vit_from_scratch.py" in by[("lib-package", "patchify")]["message"]
