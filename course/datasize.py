@@ -23,14 +23,49 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vitlib.analysis.probe import few_shot_probe
-from vitlib.data import Dataset, TensorSplit, fraction_of
+from vitlib.analysis.probe import extract_features, linear_probe
+from vitlib.data import Dataset, TensorSplit, check_in_memory, subset
 from vitlib.model import count_parameters
 from vitlib.train import TrainConfig, resolve_device, train
 
 from .runs import stop_reason
 from .stats import t_interval
 from .sweep import choose_rates
+
+
+def fraction_of(data: Dataset, fraction: float, seed: int = 0) -> Dataset:
+    """`data` with a stratified `fraction` (0 < fraction <= 1) of its training split; val and test untouched."""
+    check_in_memory(data, "fraction_of")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}.")
+    if fraction == 1:
+        return data
+    return dataclasses.replace(data, train=subset(data.train, float(fraction), seed))
+
+
+def few_shot_probe(
+    model: nn.Module,
+    data: Dataset,
+    shots: int = 10,
+    seed: int = 0,
+    l2: float = 1e-2,
+    device: str | torch.device = "cpu",
+) -> float:
+    """Linear few-shot evaluation (Fig. 4 and the few-shot results of §4.1): a linear classifier fitted on the frozen
+    features of `shots` images per class of the validation split, its accuracy on the test split."""
+    if data.val is None:
+        raise ValueError("a few-shot probe takes its examples from the validation split: the data set has none.")
+    val_x, val_y = extract_features(model, data.val, data, device=device)
+    g = torch.Generator().manual_seed(seed)
+    pick = []
+    for c in range(data.num_classes):
+        idx = torch.nonzero(val_y == c).flatten()
+        if len(idx) < shots:
+            raise ValueError(f"class {c} has {len(idx)} validation images, fewer than {shots} shots.")
+        pick.append(idx[torch.randperm(len(idx), generator=g)[:shots]])
+    pick = torch.cat(pick)
+    test_x, test_y = extract_features(model, data.test, data, device=device)
+    return linear_probe(val_x[pick], val_y[pick], test_x, test_y, l2=l2)["test_acc"]
 
 
 @dataclass

@@ -28,7 +28,7 @@ from vitlib.analysis.attention import class_attention
 from vitlib.analysis.probe import extract_features, knn_accuracy
 from vitlib.data import Dataset, TensorSplit, random_resized_crop_flip
 from vitlib.model import VisionTransformer
-from vitlib.objectives.dino import DINO, entropies, teacher_momentum
+from vitlib.objectives.dino import DINO, teacher_momentum
 from vitlib.train import TrainConfig, lr_lambda, param_groups, plateau_stop, resolve_device, vectorized
 
 
@@ -93,6 +93,17 @@ def batches(images: torch.Tensor, batch_size: int, seed: int) -> Iterator[torch.
             order, at = torch.randperm(len(images), generator=g), 0
         yield images[order[at : at + batch_size]]
         step += 1
+
+
+def entropies(logits: torch.Tensor, centre: torch.Tensor, tau: float) -> tuple[float, float]:
+    """(entropy of the batch-mean distribution, mean per-image entropy), in nats, of softmax((logits - c) / tau):
+    both near 0 = every image on one prototype; both near log K = uniform outputs; healthy: the first high, the
+    second low."""
+    p = F.softmax((logits.float() - centre) / tau, dim=-1)
+    mean_p = p.mean(0)
+    h_mean = -(mean_p * mean_p.clamp_min(1e-12).log()).sum().item()
+    h_each = -(p * p.clamp_min(1e-12).log()).sum(-1).mean().item()
+    return h_mean, h_each
 
 
 def dino_step(dino: DINO, views: list[torch.Tensor], optimizer, scheduler, grad_clip: float, momentum: float):

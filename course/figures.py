@@ -1,6 +1,7 @@
 """The figures of what a ViT learned, for the notebooks: Fig. 7 (right) the mean attention distance per head and
-layer, Fig. 7 (center) the similarity of E_pos as a mosaic of tiles, Fig. 7 (left) the principal components of E.
-The numbers they draw are vitlib's (`vitlib.analysis.attention`, `vitlib.analysis.embeddings`)."""
+layer, Fig. 7 (center) the similarity of E_pos as a mosaic of tiles, Fig. 7 (left) the principal components of E;
+and Fig. 7 (right)'s claims in one number each (`depth_trend`, `local_head_ratio`). The numbers they draw are
+vitlib's (`vitlib.analysis.attention`, `vitlib.analysis.embeddings`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from vitlib.analysis.attention import uniform_attention_distance
 from vitlib.analysis.embeddings import embedding_filters, position_similarity
 
 
@@ -106,3 +108,20 @@ def plot_embedding_filters(model, k: int = 28, cols: int = 7, size: float = 0.9)
             ax.set_title(f"{100 * share[i]:.0f}%", fontsize=6)
     fig.suptitle("Principal components of the patch embedding E", fontsize=9)
     return fig
+
+
+def depth_trend(distances: torch.Tensor) -> float:
+    """Pearson correlation between the layer (1..L) and the mean attention distance over every (layer, head) dot of
+    Fig. 7 (right): > 0 when attention distance grows with depth (Appendix D.7). NaN when all distances are equal."""
+    distances = torch.as_tensor(distances).double()
+    if distances.ndim != 2 or distances.shape[0] < 2:
+        raise ValueError(f"expected mean attention distances (layers >= 2, heads), got shape {tuple(distances.shape)}.")
+    layers = torch.arange(1, distances.shape[0] + 1, dtype=torch.float64)[:, None].expand_as(distances)
+    return torch.corrcoef(torch.stack([layers.flatten(), distances.flatten()]))[0, 1].item()
+
+
+def local_head_ratio(distances: torch.Tensor, model_or_grid, layer: int = 0) -> float:
+    """App. D.7 in one number: the mean attention distance of the most local head of `layer` (0: the first) divided
+    by `uniform_attention_distance`: near 0 a head that attends to its own token, 1 one that attends everywhere
+    alike (Fig. 7 right: far below 1 in ViT-L/16's layer 1)."""
+    return torch.as_tensor(distances)[layer].min().item() / uniform_attention_distance(model_or_grid)

@@ -8,17 +8,22 @@ ViT inside the objective with `vitlib.train`.
 With `patience` in the config, the run stops when the objective's loss on `data.val` (the same hidden patches at
 every evaluation) has stopped falling — the course's plateau rule, as for supervised runs — and the objective keeps
 the weights of its best evaluation.
+
+`class_subset` makes the tasks of a transfer: pre-train on some classes, fine-tune on the others (notebooks 12, 15, 16).
+`preset_table` lists vitlib.train's named recipes (notebook 16).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import torch
 from torch import nn
 
-from vitlib.data import Dataset
+from vitlib.data import Dataset, TensorSplit, check_in_memory
 from vitlib.objectives import objective_name
 from vitlib.train import TrainConfig, train
+from vitlib.train.presets import PRESETS
 
 from .runs import stop_reason
 
@@ -58,3 +63,48 @@ def pretrain_rows(result, watched: bool) -> list[dict]:
     if watched:
         rows[-1].update(stopped=stop_reason(result), best_epoch=result.best_epoch or rows[-1]["epoch"])
     return rows
+
+
+def class_subset(data: Dataset, classes) -> Dataset:
+    """`data` with only the images of `classes` (in every split), relabelled 0..k-1 in the order given: a task of
+    its own, e.g. to pre-train on five Fashion-MNIST classes and transfer to the other five."""
+    check_in_memory(data, "class_subset")
+    classes = [int(c) for c in classes]
+    if not classes or len(set(classes)) != len(classes) or not all(0 <= c < data.num_classes for c in classes):
+        raise ValueError(f"classes must be distinct class indices in 0..{data.num_classes - 1}, got {classes}.")
+    relabel = torch.full((data.num_classes,), -1, dtype=torch.long)
+    relabel[classes] = torch.arange(len(classes))
+
+    def keep(split):
+        if split is None:
+            return None
+        idx = torch.nonzero(relabel[split.labels] >= 0).flatten()
+        return TensorSplit(split.images[idx], relabel[split.labels[idx]])
+
+    return dataclasses.replace(
+        data,
+        train=keep(data.train),
+        val=keep(data.val),
+        test=keep(data.test),
+        classes=tuple(data.classes[c] for c in classes),
+        info={**data.info, "classes_of": data.name, "class_indices": classes},
+    )
+
+
+def preset_table() -> list[dict]:
+    """One row per preset of vitlib.train.presets: name, hardware, model, data set, objective, epochs, batch, lr and
+    what was measured with it."""
+    return [
+        {
+            "preset": p.name,
+            "hardware": p.hardware,
+            "model": p.options.get("model"),
+            "dataset": p.options.get("dataset"),
+            "objective": p.options.get("objective", "classify"),
+            "epochs": p.options.get("epochs"),
+            "batch": p.options.get("batch_size"),
+            "lr": p.options.get("lr"),
+            "measured": p.measured,
+        }
+        for p in PRESETS.values()
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import pickle
+import shutil
 
 import numpy as np
 import pytest
@@ -17,7 +18,6 @@ from vitlib.data import (
     DataError,
     Dataset,
     TensorSplit,
-    class_subset,
     dataset_names,
     get_dataset,
     stratified_indices,
@@ -242,6 +242,59 @@ def test_imagefolder_without_train_is_a_data_error(tmp_path):
         get_dataset(f"imagefolder:{tmp_path / 'nowhere'}")
 
 
+def test_an_image_folder_with_one_class_or_an_unreadable_image_is_a_data_error(tmp_path):
+    """issue 60: one class trained to "acc 1.0000"; a truncated PNG or a text file named .png ended in a PIL
+    traceback that did not name the file."""
+    from vitlib.data import FolderLoader
+
+    one = write_image_folder(tmp_path / "one")
+    for split in ("train", "val"):
+        shutil.rmtree(one / split / "dog")
+    with pytest.raises(DataError, match="1 class: a classifier needs at least two"):
+        get_dataset(f"imagefolder:{one}")
+    root = write_image_folder(tmp_path / "pets")
+    (root / "train" / "cat" / "00.png").write_text("not an image")
+    truncated = (root / "train" / "dog" / "01.png").read_bytes()
+    (root / "train" / "dog" / "01.png").write_bytes(truncated[: len(truncated) // 2])
+    d = get_dataset(f"imagefolder:{root}", val_fraction=0, image_size=16)
+    for workers in (0, 1):
+        loader = FolderLoader(d.train, 16, 4, d.mean, d.std, num_workers=workers)
+        with pytest.raises(DataError, match=r"cat/00\.png cannot be read as an image .*: remove or replace it\.$"):
+            list(loader.epoch(0))
+
+
+def test_labels_must_fit_the_classes_and_the_images():
+    """issue 60: a label of 12 in a 10-class set crashed at the first step; 9,990 labels for 10,000 images trained."""
+    from vitlib.data import TensorSplit
+    from vitlib.data.splits import check_labels
+
+    with pytest.raises(DataError, match="10 images but 9 labels"):
+        TensorSplit(torch.zeros(10, 1, 4, 4, dtype=torch.uint8), torch.zeros(9, dtype=torch.long))
+    d = get_dataset("fashion-mnist-mini", val_fraction=0)
+    d.train.labels[3] = 12
+    with pytest.raises(
+        DataError, match=r"the train split of 'fashion-mnist-mini' has labels 0\.\.12, but the data set has 10"
+    ):
+        check_labels(d)
+
+
+def test_idx_files_of_the_wrong_shape_and_a_damaged_checksum_file_are_data_errors(tmp_path):
+    from vitlib.data.files import FILES, read_idx_split, verify_checksums
+
+    def idx(path, array):
+        header = bytes([0, 0, 8, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+        path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+    images, labels = FILES["train"]
+    idx(tmp_path / images, np.zeros(784 * 3))  # one dimension (read_idx reads a file that is not gzip as it is)
+    idx(tmp_path / labels, np.zeros(3))
+    with pytest.raises(DataError, match=r"images \(2352,\) and labels \(3,\); they must be \(N, rows, cols\)"):
+        read_idx_split(tmp_path, "train")
+    (tmp_path / "SHA256SUMS").write_text("abc123\n")
+    with pytest.raises(DataError, match="SHA256SUMS line 1 is 'abc123', not '<sha256>  <file>'"):
+        verify_checksums(tmp_path)
+
+
 # ------------------------------------------------------------------------------------------ synthetic-position
 def test_synthetic_position_is_seeded():
     a, b, c = synthetic_position(64, seed=5), synthetic_position(64, seed=5), synthetic_position(64, seed=6)
@@ -270,18 +323,6 @@ def test_synthetic_position_dataset_depends_on_seed():
     assert a.classes == ("top-left", "top-right", "bottom-left", "bottom-right") and a.image_size == 32
     assert not torch.equal(a.train.images[:10], b.train.images[:10])
     assert not torch.equal(a.test.images[:10], a.train.images[:10])  # the test set has its own seed
-
-
-def test_class_subset_is_a_task_of_its_own():
-    data = get_dataset("fashion-mnist-mini")
-    first, second = class_subset(data, [0, 1, 2, 3, 4]), class_subset(data, [9, 5])
-    assert first.num_classes == 5 and second.classes == (data.classes[9], data.classes[5])
-    assert sorted(second.train.labels.unique().tolist()) == [0, 1]
-    ankle = data.train.images[data.train.labels == 9]
-    assert torch.equal(second.train.images[second.train.labels == 0], ankle)  # relabelled in the order given
-    assert len(first.test) + len(class_subset(data, [5, 6, 7, 8, 9]).test) == len(data.test)
-    with pytest.raises(ValueError, match="distinct class indices in 0..9"):
-        class_subset(data, [1, 1])
 
 
 def test_with_val_watches_the_first_or_a_seeded_random_n_and_leaves_train_and_test(mini):

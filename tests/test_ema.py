@@ -1,4 +1,4 @@
-"""vitlib.ema.EMA: the numbers of torch's AveragedModel with an EMA, without a host-device sync per update."""
+"""vitlib.train.optim.EMA: the numbers of torch's AveragedModel with an EMA, without a host-device sync per update."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from vitlib import create_model
-from vitlib.train.ema import EMA
+from vitlib.train.optim import EMA
 
 
 def test_ema_equals_torchs_averaged_model_bit_for_bit():

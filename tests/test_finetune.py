@@ -5,7 +5,7 @@ import torch
 
 from vitlib import create_model
 from vitlib.analysis.finetune import POS_INTERPOLATIONS, fresh_pos_embed, prepare_for_finetuning, resample_pos_embed_1d
-from vitlib.data import disjoint_subsets, get_dataset, resize_dataset, with_train
+from vitlib.data import get_dataset, resize_dataset, stratified_indices, with_train
 
 
 def pretrained(image_size=16, patch=4, **kw):
@@ -132,11 +132,6 @@ def test_other_position_embeddings_follow_the_new_grid():
 
 def test_data_helpers():
     data = get_dataset("fashion-mnist-mini")
-    a, b = disjoint_subsets(data.train.labels, 300, 100, seed=1)
-    assert len(a) == 300 and len(b) == 100 and not set(a.tolist()) & set(b.tolist())
-    assert torch.equal(a, disjoint_subsets(data.train.labels, 300, 100, seed=1)[0])
-    small = resize_dataset(with_train(data, b, val=50), 16)
+    small = resize_dataset(with_train(data, stratified_indices(data.train.labels, 100, seed=1), val=50), 16)
     assert small.image_size == 16 and small.train.images.shape[1:] == (1, 16, 16) and len(small.train) == 100
     assert len(small.val) == 50 and small.test.images.shape[-1] == 16 and len(small.test) == len(data.test)
-    with pytest.raises(ValueError, match="first \\+ second"):
-        disjoint_subsets(data.train.labels, len(data.train), 1)

@@ -10,7 +10,6 @@ from vitlib import VisionTransformer
 from vitlib.analysis.attention import (
     attention_rollout,
     class_attention,
-    local_head_ratio,
     mean_attention_distance,
     rollout_maps,
 )
@@ -43,18 +42,6 @@ def test_uniform_attention_distance_is_the_mean_pairwise_distance():
     w = torch.full((1, 1, gh * gw, gh * gw), 1 / (gh * gw))
     dist = mean_attention_distance(w, (gh, gw, 2, 0))
     assert dist.item() == pytest.approx(patch_distances((gh, gw), 2).mean().item(), rel=1e-6)
-
-
-def test_local_head_ratio_puts_grids_of_any_stride_on_one_scale():
-    gh = gw = 3
-    uniform = torch.full((1, 1, 1 + gh * gw, 1 + gh * gw), 1 / (1 + gh * gw))
-    own = torch.eye(1 + gh * gw)[None, None]
-    w = torch.cat([uniform, own], dim=1)  # head 0 attends everywhere alike, head 1 to its own token
-    for stride in (2, 8):
-        dist = mean_attention_distance([w, w.flip(1)], (gh, gw, stride, 1))
-        assert local_head_ratio(dist, (gh, gw, stride, 1)) == 0
-        assert local_head_ratio(dist[:, :1], (gh, gw, stride, 1)) == pytest.approx(1, rel=1e-6)
-        assert local_head_ratio(dist, (gh, gw, stride, 1), layer=1) == 0
 
 
 def test_attention_to_the_class_token_is_left_out():

@@ -27,7 +27,7 @@ LAYERS = {
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 330, 60
 # The library a learner reads in an afternoon: 12,187 lines before the course and the grader left it; the goal is
 # 5,000. This ceiling is its size today (5,775 lines), so that it cannot grow back unnoticed.
-VITLIB_LINES = 5800
+VITLIB_LINES = 5000
 
 
 def module_name(path: Path) -> str:

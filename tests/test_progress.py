@@ -1,12 +1,12 @@
-"""vitlib.train.progress: a notebook saved after a run shows its finished bar, not the frozen first state."""
+"""vitlib.train.metrics.progress_bar: a notebook saved after a run shows its finished bar, not its first state."""
 
 import nbformat
 from nbclient import NotebookClient
 
-from vitlib.train.progress import close_bar, progress_bar
+from vitlib.train.metrics import close_bar, progress_bar
 
 CELL = """
-from vitlib.train.progress import close_bar, progress_bar
+from vitlib.train.metrics import close_bar, progress_bar
 bar = progress_bar(total=3, desc="run", unit="step")
 for _ in range(3):
     bar.update()

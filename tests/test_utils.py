@@ -39,3 +39,40 @@ def test_committed_outputs_show_no_absolute_path(path):
             text = "".join("".join(t) if isinstance(t, list) else t for t in texts)
             found += [f"cell {i}: {m}" for m in ABSOLUTE.findall(text)]
     assert not found, f"{path.name} prints paths of the machine that ran it (use vitlib.utils.repo_relative): {found}"
+
+
+def _failing(exc):
+    def main():
+        raise exc
+
+    return main
+
+
+@pytest.mark.parametrize(
+    "exc, code, words",
+    [
+        (OSError(28, "No space left on device", "runs/x/model.safetensors"), 2, ["runs/x/model.safetensors", "full"]),
+        (OSError(30, "Read-only file system", "/results/a.json"), 2, ["read-only", "write elsewhere"]),
+        (MemoryError(), 2, ["out of memory", "smaller model"]),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"), 2, ["out of memory"]),
+        (RuntimeError("Expected one of cpu, cuda device type at start of device string: gpu"), 2, ["gpu"]),
+        (KeyError("effect"), 2, ["KeyError", "effect"]),
+        (KeyboardInterrupt(), 130, ["stopped"]),
+    ],
+)
+def test_the_command_line_boundary_turns_failures_into_messages(capsys, monkeypatch, exc, code, words):
+    """issue 60: what a user meets (a full or read-only disk, out of memory, a bad device, a damaged file) ends with
+    `error: ...` and exit code 2 (Ctrl-C 130), never a traceback; --debug shows the traceback."""
+    from vitlib.utils import command_line
+
+    monkeypatch.setattr("sys.argv", ["tool", "--x", "1"])
+    monkeypatch.delenv("VITLIB_DEBUG", raising=False)
+    assert command_line(_failing(exc)) == code
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err and all(w in err for w in words), err
+    monkeypatch.setattr("sys.argv", ["tool", "--debug", "--x", "1"])
+    with pytest.raises(type(exc)):
+        command_line(_failing(exc))
+    import sys
+
+    assert sys.argv == ["tool", "--x", "1"]  # --debug is not passed on to the tool's own parser

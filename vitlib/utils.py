@@ -1,20 +1,20 @@
-"""Small helpers every layer of vitlib uses: sizes given as an int or a pair, square grids, atomic CSV (with
-spreadsheet-safe cells where asked) and JSON files, paths shown relative to the repository."""
+"""Small helpers every layer of vitlib uses: sizes, square grids, atomic CSV/JSON files, repository paths, errors."""
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout vitlib runs from (or site-packages when installed)
 
 
 def repo_relative(text) -> str:
-    """str(text) with the repository's absolute location taken out: paths inside it become relative to it, so that
-    what a notebook prints does not depend on where the course lies on the machine that ran it."""
+    """str(text) with paths in the repository made relative to it: what a notebook prints, wherever the course lies."""
     return str(text).replace(f"{REPO_ROOT}{os.sep}", "").replace(str(REPO_ROOT), ".")
 
 
@@ -31,10 +31,9 @@ def pair(size, name: str = "size") -> tuple[int, int]:
 
 def square_grid(n: int, what: str = "patch embeddings") -> tuple[int, int]:
     """(side, side) for n = side^2, or a clear error saying that the grid must be given."""
-    side = math.isqrt(n) if n >= 0 else -1
-    if side < 1 or side * side != n:
+    if n < 1 or math.isqrt(n) ** 2 != n:
         raise ValueError(f"{n} {what} are not a square grid: give the grid as (rows, cols).")
-    return side, side
+    return math.isqrt(n), math.isqrt(n)
 
 
 def replace_atomically(path: Path, write) -> Path:
@@ -53,31 +52,22 @@ def replace_atomically(path: Path, write) -> Path:
 def spreadsheet_safe(value) -> str:
     """A cell a spreadsheet shows as text: one starting with = + - @ (a formula) or a tab/CR gets a leading '."""
     text = str(value)
-    risky = text[:1] in ("=", "+", "-", "@", "\t", "\r") and len(text) > 1 and not _is_number(text)
-    return "'" + text if risky else text
-
-
-def _is_number(text: str) -> bool:
     try:
-        float(text)
-        return True
+        float(text)  # a number such as -1 or +2.5 is no formula
+        return text
     except ValueError:
-        return False
+        return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") and len(text) > 1 else text
 
 
 def write_csv(path, rows: list[dict], columns: list[str] | None = None, escape_formulas: bool = False) -> Path:
-    """Rows of dicts as a CSV file, written atomically. The columns: `columns` (other keys left out, missing cells
-    empty), else every key in order of first appearance. `escape_formulas`: every cell through `spreadsheet_safe`,
-    for a file people open in a spreadsheet whose cells come from others (names, messages); off for data that
-    programs read back, which the escaping would change."""
+    """An atomic CSV of dict rows, `columns` (else all keys, first seen first); `escape_formulas`: spreadsheet-safe."""
 
     def write(tmp: Path) -> None:
         keys = list(dict.fromkeys(k for r in rows for k in r)) if columns is None else list(columns)
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
             writer.writeheader()
-            for r in rows:
-                writer.writerow({k: spreadsheet_safe(r.get(k, "")) for k in keys} if escape_formulas else r)
+            writer.writerows({k: spreadsheet_safe(r.get(k, "")) for k in keys} if escape_formulas else r for r in rows)
 
     return replace_atomically(path, write)
 
@@ -85,3 +75,35 @@ def write_csv(path, rows: list[dict], columns: list[str] | None = None, escape_f
 def write_json(path, obj, indent: int = 1) -> Path:
     """`obj` as a JSON file (objects JSON does not know are written with str()), written atomically."""
     return replace_atomically(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=indent, default=str)))
+
+
+HINTS = {errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+         errno.EROFS: "the file system is read-only: write elsewhere",
+         errno.EACCES: "no permission: write elsewhere or fix the folder's permissions",
+         errno.ENOENT: "no such file or folder: check the path"}  # fmt: skip
+
+
+def error_text(exc: BaseException) -> str:
+    """What went wrong, for a person: the file and a hint for an OS error, what to shrink for out-of-memory."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}: {HINTS.get(exc.errno, 'see the message above it, if any')}"
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return "out of memory: try a smaller model, batch size or image size"
+    return str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+
+
+def command_line(main, plain: tuple = (ValueError,)) -> int:
+    """Run a command line's main(): a failure ends with `error: ...` and exit code 2 (Ctrl-C: 130), never a traceback
+    (`plain` errors: their message alone); `--debug` (taken out of sys.argv) or VITLIB_DEBUG=1 shows the traceback."""
+    debug = "--debug" in sys.argv[1:] or os.environ.get("VITLIB_DEBUG") == "1"
+    sys.argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != "--debug"]
+    try:
+        return main() or 0
+    except (KeyboardInterrupt, Exception) as exc:  # the boundary: what a user meets becomes a message
+        if debug:
+            raise
+        code, text = (130, "stopped (Ctrl-C)") if isinstance(exc, KeyboardInterrupt) else (2, error_text(exc))
+        text = str(exc) if isinstance(exc, plain) else text if code == 130 else f"{text} (--debug shows the traceback)"
+        print(f"error: {text}", file=sys.stderr)
+        return code

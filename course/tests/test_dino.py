@@ -8,6 +8,7 @@ import torch
 from course.dino import (
     blur,
     cls_attention,
+    entropies,
     foreground_patches,
     foreground_share,
     jitter,
@@ -18,7 +19,7 @@ from course.dino import (
 from vitlib import create_model
 from vitlib.analysis.probe import knn_accuracy
 from vitlib.data import Dataset, TensorSplit
-from vitlib.objectives.dino import DINO, DINOHead, dino_loss, entropies, teacher_momentum, updated_centre
+from vitlib.objectives.dino import DINO, DINOHead, dino_loss, teacher_momentum, updated_centre
 from vitlib.train import TrainConfig
 
 

@@ -1,4 +1,4 @@
-"""Notebook 14's helpers: one number per claim (vitlib.analysis.attention), and pre-trained weights + images
+"""Notebook 13's and 14's helpers: one number per claim (course.figures), and pre-trained weights + images
 (course.reference)."""
 
 import numpy as np
@@ -6,8 +6,9 @@ import pytest
 import torch
 from PIL import Image
 
+from course.figures import depth_trend, local_head_ratio
 from course.reference import load_image_folder, load_reference_vit
-from vitlib.analysis.attention import depth_trend, mean_attention_distance
+from vitlib.analysis.attention import mean_attention_distance
 
 
 def test_depth_trend_is_the_correlation_of_layer_and_distance():
@@ -17,6 +18,18 @@ def test_depth_trend_is_the_correlation_of_layer_and_distance():
     assert depth_trend(torch.tensor([[1.0, 5.0], [1.0, 5.0]])) == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="layers >= 2"):
         depth_trend(torch.ones(1, 4))
+
+
+def test_local_head_ratio_puts_grids_of_any_stride_on_one_scale():
+    gh = gw = 3
+    uniform = torch.full((1, 1, 1 + gh * gw, 1 + gh * gw), 1 / (1 + gh * gw))
+    own = torch.eye(1 + gh * gw)[None, None]
+    w = torch.cat([uniform, own], dim=1)  # head 0 attends everywhere alike, head 1 to its own token
+    for stride in (2, 8):
+        dist = mean_attention_distance([w, w.flip(1)], (gh, gw, stride, 1))
+        assert local_head_ratio(dist, (gh, gw, stride, 1)) == 0
+        assert local_head_ratio(dist[:, :1], (gh, gw, stride, 1)) == pytest.approx(1, rel=1e-6)
+        assert local_head_ratio(dist, (gh, gw, stride, 1), layer=1) == 0
 
 
 def _small_torchvision_vit():

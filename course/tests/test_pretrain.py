@@ -1,8 +1,13 @@
-"""course.pretrain: self-supervised pre-training in one call, on vitlib's loop, to a plateau of the validation loss."""
+"""course.pretrain: self-supervised pre-training in one call, on vitlib's loop, to a plateau of the validation loss;
+class_subset, the tasks of a transfer; preset_table, vitlib.train's named recipes."""
+
+import json
+from pathlib import Path
 
 import pytest
+import torch
 
-from course.pretrain import pretrain
+from course.pretrain import class_subset, preset_table, pretrain
 from vitlib import VisionTransformer
 from vitlib.data import get_dataset
 from vitlib.objectives import MAE, MaskedPatchPrediction
@@ -58,3 +63,26 @@ def test_pretraining_with_patience_needs_a_validation_split():
         pretrain(obj, data, TrainConfig(epochs=2, batch_size=32, patience=2, progress=False))
     history = pretrain(obj, data, TrainConfig(epochs=2, batch_size=32, progress=False))  # a fixed budget needs none
     assert len(history) == 2 and "val_loss" not in history[0] and "stopped" not in history[-1]
+
+
+def test_class_subset_is_a_task_of_its_own():
+    data = get_dataset("fashion-mnist-mini")
+    first, second = class_subset(data, [0, 1, 2, 3, 4]), class_subset(data, [9, 5])
+    assert first.num_classes == 5 and second.classes == (data.classes[9], data.classes[5])
+    assert sorted(second.train.labels.unique().tolist()) == [0, 1]
+    ankle = data.train.images[data.train.labels == 9]
+    assert torch.equal(second.train.images[second.train.labels == 0], ankle)  # relabelled in the order given
+    assert len(first.test) + len(class_subset(data, [5, 6, 7, 8, 9]).test) == len(data.test)
+    with pytest.raises(ValueError, match="distinct class indices in 0..9"):
+        class_subset(data, [1, 1])
+
+
+def test_unmeasured_presets_say_so():
+    root = Path(__file__).resolve().parents[2]
+    rows = {r["preset"]: r for r in preset_table()}
+    assert rows["cifar10-15min"]["measured"].startswith("not measured")
+    gpu = json.loads((root / "results" / "gpu" / "tta_fmnist_5min.json").read_text())  # measured on one H100
+    assert f"{gpu['test_acc_within_goal_minutes']:.2%}" in rows["fmnist-5min"]["measured"]
+    assert gpu["device"] in ("NVIDIA H100 80GB HBM3",) and "H100" in rows["fmnist-5min"]["measured"]
+    assert "88.47%" in rows["tta-cpu"]["measured"]  # benchmarks/README.md, results/tta_cpu.json
+    assert json.loads((root / "results" / "tta_cpu.json").read_text())["curve"][-1]["test_acc"] == pytest.approx(0.8847)

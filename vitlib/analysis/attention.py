@@ -3,10 +3,8 @@ distance of every head, and attention rollout.
 
     weights = model.attention_maps(images)                # every layer's softmax(q k^T / sqrt(D_h)), (B, h, L, L)
     dist = mean_attention_distance(weights, model)        # Fig. 7 (right): (layers, heads), in pixels
-    local_head_ratio(dist, model)                         # layer 1's most local head / uniform attention (App. D.7)
     maps = rollout_maps(weights, model)                   # Fig. 6: (B, gh, gw) attention of [class] on the patches
     rows = class_attention(weights[-1], grid=(gh, gw))    # [class]'s row of the last layer: (B, h, gh, gw)
-    depth_trend(dist)                                     # Fig. 7 (right) as one number
 
 What E and E_pos learned (Fig. 7 left and centre) is in `vitlib.analysis.embeddings`.
 """
@@ -42,10 +40,9 @@ def _check_weights(weights: torch.Tensor, grid: tuple[int, int], prefix: int) ->
 def class_attention(
     weights: torch.Tensor, num_prefix_tokens: int = 1, grid: tuple[int, int] | None = None, renormalise: bool = False
 ) -> torch.Tensor:
-    """The [class] token's attention on the patches: row 0 of attention weights (..., L, L), without the prefix
-    columns, (..., N); without prefix tokens (no [class] token) the mean of all rows. `renormalise`: each row scaled
-    to sum to 1 over the patches (else it sums to 1 minus the attention on the prefix tokens). `grid` (gh, gw):
-    checked against L = prefix + gh * gw, the result put on the patch grid, (..., gh, gw)."""
+    """The [class] token's attention on the patches: row 0 of attention weights (..., L, L) without the prefix
+    columns, (..., N); without prefix tokens the mean of all rows. `renormalise`: each row scaled to sum to 1 over
+    the patches. `grid` (gh, gw): checked against L, the result put on the patch grid, (..., gh, gw)."""
     if grid is not None:
         gh, gw = grid
         if weights.shape[-1] != num_prefix_tokens + gh * gw or weights.shape[-2] != weights.shape[-1]:
@@ -61,11 +58,10 @@ def class_attention(
 
 # ------------------------------------------------------------------------------------------ Fig. 7 (right)
 def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, model_or_grid) -> torch.Tensor:
-    """Fig. 7 (right) / Appendix D.7: for every layer and head, the image-space distance between a query patch and
-    the patches it attends to, weighted by the attention, averaged over query patches and images, in pixels.
-    Prefix tokens ([class]) are left out as queries and keys; each query's weights on the patches are renormalised
-    to sum to 1. `weights`: a list of (B, heads, L, L) per layer (model.attention_maps) or one such tensor.
-    Returns (layers, heads)."""
+    """Fig. 7 (right) / Appendix D.7: for every layer and head, the image-space distance (pixels) between a query
+    patch and the patches it attends to, weighted by the attention, averaged over queries and images; prefix tokens
+    left out, each query's weights on the patches renormalised. `weights`: (B, heads, L, L) per layer, or one such
+    tensor. Returns (layers, heads)."""
     grid, p, prefix = _grid_of(model_or_grid)
     layers = [weights] if isinstance(weights, torch.Tensor) else list(weights)
     dist = patch_distances(grid, p)
@@ -79,28 +75,19 @@ def mean_attention_distance(weights: Sequence[torch.Tensor] | torch.Tensor, mode
 
 
 def uniform_attention_distance(model_or_grid) -> float:
-    """The mean attention distance (pixels) of a head that attends to every patch equally: the mean distance between
-    the token centres of the model's grid (token-grid distance x the token's stride in pixels, for a hybrid its CNN's
-    total stride). The yardstick that puts models with different grids on one scale."""
+    """The mean attention distance (pixels) of a head that attends to every token equally (a hybrid's tokens lie its
+    CNN's stride apart): the yardstick that puts models with different grids on one scale."""
     grid, p, _ = _grid_of(model_or_grid)
     return patch_distances(grid, p).mean().item()
-
-
-def local_head_ratio(distances: torch.Tensor, model_or_grid, layer: int = 0) -> float:
-    """App. D.7 in one number: the most local head of `layer` (0: the first), its mean attention distance (a row of
-    `mean_attention_distance`) divided by `uniform_attention_distance` on the model's grid: near 0 a head that
-    attends to its own token, 1 a head that attends everywhere alike (Fig. 7 right: far below 1 in ViT-L/16's
-    layer 1)."""
-    return torch.as_tensor(distances)[layer].min().item() / uniform_attention_distance(model_or_grid)
 
 
 # ------------------------------------------------------------------------------- Fig. 6 / Appendix D.8
 def attention_rollout(
     weights: Sequence[torch.Tensor], add_residual: bool = True, head_fusion: str = "mean"
 ) -> torch.Tensor:
-    """Attention rollout (Abnar & Zuidema 2020; Appendix D.8): fuse the heads of every layer (mean, as in the paper,
-    or max / min), add the identity for the residual connection and renormalise the rows (A' = (A + I) / 2), then
-    multiply the layers: R = A'_L ... A'_1. Returns (B, L, L): how much each output token draws on each input token."""
+    """Attention rollout (Abnar & Zuidema 2020; Appendix D.8): fuse each layer's heads (mean, as in the paper, or
+    max / min), add the identity for the residual and renormalise the rows (A' = (A + I) / 2), then multiply the
+    layers: R = A'_L ... A'_1, (B, L, L)."""
     fuse = {"mean": lambda w: w.mean(1), "max": lambda w: w.amax(1), "min": lambda w: w.amin(1)}
     if head_fusion not in fuse:
         raise ValueError(f"head_fusion must be one of {', '.join(fuse)}, got {head_fusion!r}.")
@@ -128,14 +115,3 @@ def rollout_maps(
     layers = list(weights)
     _check_weights(layers[0], grid, prefix)
     return class_attention(attention_rollout(layers, add_residual, head_fusion), prefix, grid, renormalise=True)
-
-
-# --------------------------------------------------------------------------------- one number per claim
-def depth_trend(distances: torch.Tensor) -> float:
-    """Pearson correlation between the layer (1..L) and the mean attention distance over every (layer, head) dot of
-    Fig. 7 (right): > 0 when attention distance grows with depth (Appendix D.7). NaN when all distances are equal."""
-    distances = torch.as_tensor(distances).double()
-    if distances.ndim != 2 or distances.shape[0] < 2:
-        raise ValueError(f"expected mean attention distances (layers >= 2, heads), got shape {tuple(distances.shape)}.")
-    layers = torch.arange(1, distances.shape[0] + 1, dtype=torch.float64)[:, None].expand_as(distances)
-    return torch.corrcoef(torch.stack([layers.flatten(), distances.flatten()]))[0, 1].item()

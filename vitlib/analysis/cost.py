@@ -1,6 +1,5 @@
 """What a ViT costs: forward FLOPs per image, counted from its `ViTConfig` (Table 1 sizes, any patch size; a
-hybrid's CNN stem measured), parameters counted without allocating them, sequence lengths, and pairs of deep-narrow
-and shallow-wide models with equal parameters (appendix D.2, Fig. 8).
+hybrid's CNN stem measured), and sequence lengths.
 
 Only the matrix multiplications are counted, 2 FLOPs per multiply-add, as `torch.utils.flop_counter.FlopCounterMode`
 does: the patch embedding x_p E, and in each of the L layers the qkv projection, the attention logits q k^T, the
@@ -22,15 +21,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from ..model import (
-    HybridEmbedding,
-    VisionTransformer,
-    ViTConfig,
-    build_vit,
-    check_patch_size,
-    count_parameters,
-    parse_name,
-)
+from ..model import HybridEmbedding, VisionTransformer, ViTConfig, check_patch_size, parse_name
 from ..utils import pair
 
 PARTS = ("patch_embed", "qkv", "attn_logits", "attn_values", "attn_proj", "mlp", "head")
@@ -39,12 +30,9 @@ QUADRATIC = ("attn_logits", "attn_values")  # the parts that grow with N^2
 
 # ------------------------------------------------------------------------------------------------------- FLOPs
 def vit_flops(config: ViTConfig, visible: int | None = None) -> dict[str, int]:
-    """FLOPs of one forward pass of one image of a plain ViT, per part (see PARTS) and in 'total'. The number of
-    heads does not change the count: the heads split D, they do not multiply the work.
-
-    `visible`: how many patch tokens the encoder's blocks see (default: all N). MAE's encoder (and any keep-mask)
-    sees a sequence of `visible` patches plus the [class] token, whatever their positions in the grid; the patch
-    embedding is still counted over all N patches, since vitlib's MAE embeds every patch before it keeps some."""
+    """FLOPs of one forward pass of one image of a plain ViT, per part (PARTS) and in 'total'; the heads split D,
+    so their number does not change the count. `visible`: how many patch tokens the blocks see (default all N, fewer
+    in MAE's encoder); the patch embedding is still counted over all N, as MAE embeds every patch first."""
     if config.hybrid:
         raise ValueError(
             "vit_flops counts plain ViTs; for a hybrid, count the built model with model_flops(model), "
@@ -83,9 +71,8 @@ def vit_flops(config: ViTConfig, visible: int | None = None) -> dict[str, int]:
 
 
 def model_flops(model: nn.Module | ViTConfig | str, **overrides) -> dict[str, int]:
-    """Forward FLOPs per image of a built VisionTransformer, a ViTConfig or a name such as 'ViT-B/16' (create_model's
-    defaults: 224x224 RGB, 1000 classes), keyword overrides (image_size=384, ...) applied to its config. A built
-    hybrid gets a 'stem' entry (its CNN, measured) in the total; a plain ViT 'stem' 0."""
+    """Forward FLOPs per image of a built VisionTransformer, a ViTConfig or a name such as 'ViT-B/16' (224x224 RGB,
+    1000 classes), with `overrides` (image_size=384, ...) applied to its config. 'stem': a hybrid's CNN, measured."""
     if isinstance(model, str):
         model = ViTConfig(**{**parse_name(model), **overrides})
     elif isinstance(model, ViTConfig):
@@ -102,8 +89,7 @@ def model_flops(model: nn.Module | ViTConfig | str, **overrides) -> dict[str, in
 
 
 def stem_flops(backbone: nn.Module, image_size, in_channels: int) -> int:
-    """FLOPs of a CNN on one image -- a hybrid's stem, or a whole CNN baseline such as a small ResNet -- measured with
-    FlopCounterMode (convolutions and matrix multiplications, 2 per multiply-add; batch norm and ReLU left out)."""
+    """FLOPs of a CNN (a hybrid's stem, or a ResNet baseline) on one image, measured with FlopCounterMode."""
     h, w = pair(image_size, "image_size")
     was_training = backbone.training
     x = torch.zeros(1, in_channels, h, w, device=next(backbone.parameters()).device)
@@ -115,8 +101,8 @@ def stem_flops(backbone: nn.Module, image_size, in_channels: int) -> int:
 
 
 def hybrid_flops(model: VisionTransformer) -> dict[str, int]:
-    """A hybrid counted as what section 3.1 says it is: the CNN (measured), then a plain ViT whose input "image" is
-    the feature map (C' channels, H/S x W/S) cut into patches of size 1x1, so its patch embedding costs 2 N C' D."""
+    """A hybrid as section 3.1 describes it: the CNN (measured), then a plain ViT on its feature map (C' channels)
+    cut into 1x1 patches, whose patch embedding costs 2 N C' D."""
     embed = model.patch_embed
     rest = vit_flops(
         model.config.replace(
@@ -134,73 +120,6 @@ def attention_share(flops: dict[str, int]) -> float:
 
 # ------------------------------------------------------------------------------------------ sizes and shapes
 def sequence_length(image_size: int | tuple[int, int], patch_size: int, class_token: bool = False) -> int:
-    """N = HW / P^2 patches (section 3.1), plus one when the [class] token is counted; a clear error when P does not
-    divide the image."""
+    """N = HW / P^2 patches (section 3.1), plus one when the [class] token is counted."""
     gh, gw = check_patch_size(image_size, patch_size)
     return gh * gw + (1 if class_token else 0)
-
-
-def vit_config(**options) -> ViTConfig:
-    """A ViTConfig of options, where mlp_ratio=r may stand for mlp_dim = r * dim."""
-    ratio = options.pop("mlp_ratio", None)
-    if ratio is not None:
-        if "mlp_dim" in options:
-            raise ValueError("give mlp_dim or mlp_ratio, not both.")
-        options["mlp_dim"] = int(round(ratio * options["dim"]))
-    return ViTConfig(**options)
-
-
-def parameter_count(config: ViTConfig | None = None, **options) -> int:
-    """Parameters of build_vit(config) (or of `vit_config(**options)`), counted without allocating its weights (built
-    on the meta device)."""
-    config = config or vit_config(**options)
-    with torch.device("meta"):
-        return count_parameters(build_vit(config))
-
-
-def width_for_parameters(
-    target: int, depth: int, heads: int = 4, mlp_ratio: float = 2.0, max_dim: int = 4096, **shared
-) -> int:
-    """The width D (a multiple of `heads`, MLP size mlp_ratio * D) whose ViT of `depth` layers has the parameter count
-    closest to `target`; the other sizes (image_size, patch_size, ...) come from `shared`."""
-    if target < 1 or depth < 1 or heads < 1:
-        raise ValueError(
-            f"target, depth and heads must be positive, got target={target}, depth={depth}, heads={heads}."
-        )
-    best, best_gap = heads, None
-    for dim in range(heads, max_dim + 1, heads):
-        n = parameter_count(**shared, dim=dim, depth=depth, heads=heads, mlp_ratio=mlp_ratio)
-        if best_gap is None or abs(n - target) < best_gap:
-            best, best_gap = dim, abs(n - target)
-        if n >= target:  # the count grows with D: past the target nothing gets closer
-            return best
-    raise ValueError(f"no width up to max_dim={max_dim} reaches {target:,} parameters at depth {depth}: raise max_dim.")
-
-
-def depth_width_pair(deep: dict, shallow_depth: int, tolerance: float = 0.05, **shared) -> tuple[ViTConfig, ViTConfig]:
-    """A deep-narrow and a shallow-wide ViT with (nearly) the same number of parameters (Appendix D.2, Fig. 8).
-
-    `deep` gives the deep model's dim, depth, heads and mlp_ratio (or mlp_dim); the shallow model keeps its heads and
-    MLP ratio and gets `shallow_depth` layers and the width that matches the deep model's parameter count. `shared`
-    holds what both share (image_size, patch_size, in_channels, num_classes, ...). Raises when the counts differ by
-    more than `tolerance`."""
-    deep = dict(deep)
-    if "dim" not in deep or "depth" not in deep:
-        raise ValueError(f"`deep` needs at least dim and depth, got {sorted(deep)}.")
-    if not 1 <= shallow_depth < deep["depth"]:
-        raise ValueError(
-            f"shallow_depth must be at least 1 and below the deep model's depth {deep['depth']}, got {shallow_depth}."
-        )
-    heads = deep.pop("heads", 4)
-    ratio = deep["mlp_dim"] / deep["dim"] if "mlp_dim" in deep else deep.pop("mlp_ratio", 2.0)
-    deep_cfg = vit_config(**shared, **deep, heads=heads, **({} if "mlp_dim" in deep else {"mlp_ratio": ratio}))
-    target = parameter_count(deep_cfg)
-    dim = width_for_parameters(target, shallow_depth, heads=heads, mlp_ratio=ratio, **shared)
-    wide_cfg = vit_config(**shared, dim=dim, depth=shallow_depth, heads=heads, mlp_ratio=ratio)
-    gap = abs(parameter_count(wide_cfg) - target) / target
-    if gap > tolerance:
-        raise ValueError(
-            f"the closest shallow-wide model differs by {gap:.1%} in parameters (> tolerance "
-            f"{tolerance:.0%}); change the sizes or raise tolerance."
-        )
-    return deep_cfg, wide_cfg

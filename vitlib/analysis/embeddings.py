@@ -19,10 +19,8 @@ from ..utils import square_grid
 
 
 def patch_position_embeddings(source, grid: tuple[int, int] | None = None) -> tuple[torch.Tensor, tuple[int, int]]:
-    """The position embeddings of the patches only, as (N, D) with their grid (gh, gw): [class] / prefix rows dropped.
-
-    `source` is a VisionTransformer or a tensor. For a tensor without `grid`, the grid is taken to be square: N rows
-    (a square number) or 1 + N rows (a [class] embedding first)."""
+    """The position embeddings of the patches only, (N, D), and their grid (gh, gw): prefix rows dropped. `source`:
+    a VisionTransformer or a tensor; without `grid` a tensor's grid is square, of N or 1 + N rows ([class] first)."""
     if isinstance(source, torch.nn.Module):
         emb = source.position_embedding()
         if emb is None:
@@ -80,9 +78,8 @@ def _pair_geometry(gh: int, gw: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def similarity_by_distance(source, grid: tuple[int, int] | None = None) -> list[tuple[float, float, int]]:
-    """Fig. 7 (center) as a curve: for each distance between two patches (Euclidean, in patches), the mean cosine
-    similarity of their position embeddings and the number of pairs, as (distance, mean similarity, pairs) rows
-    sorted by distance; a patch with itself (distance 0) is left out."""
+    """Fig. 7 (center) as a curve: (distance, mean cosine similarity, pairs) rows for each Euclidean distance between
+    two patches (in patches), sorted by distance; distance 0 left out."""
     sim = position_similarity(source, grid)
     n, gh, gw = sim.shape
     flat = sim.reshape(n, n).double()

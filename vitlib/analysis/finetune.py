@@ -12,10 +12,9 @@ N = HW / P^2 grows. What changes is E_pos, one row per patch, and `pos_interp` p
 
 - "2d": the paper's 2D interpolation (`vitlib.model.resample_pos_embed`): the gh x gw grid of embeddings is
   resampled as an image with D channels, so each new patch gets the embedding of its location in the old grid;
-- "1d": a naive baseline that forgets the grid: the flattened sequence of N embeddings is stretched to N' by 1D
-  linear interpolation, so row ends and row starts are blended and most patches get another place's embedding;
-- "fresh": a baseline that throws the pre-trained patch embeddings away and starts them again at random
-  (std 0.02, as at initialisation); fine-tuning must learn the positions from the small labelled set.
+- "1d": a baseline that forgets the grid: the sequence of N embeddings is stretched to N' by 1D interpolation, so
+  row ends and row starts are blended;
+- "fresh": a baseline that draws the patch embeddings again at random (std 0.02, as at initialisation).
 
 The [class] token's own position embedding (the prefix) is kept in every case.
 """
@@ -35,8 +34,8 @@ POS_INTERPOLATIONS = ("2d", "1d", "fresh")
 
 
 def resample_pos_embed_1d(pos_embed: torch.Tensor, new_num_patches: int, num_prefix_tokens: int = 1) -> torch.Tensor:
-    """The naive baseline: stretch the flattened sequence of (1, prefix + N, D) position embeddings to N' patches by
-    1D linear interpolation along the sequence, ignoring that the patches form a 2D grid."""
+    """The "1d" baseline: stretch the sequence of (1, prefix + N, D) position embeddings to N' patches by 1D linear
+    interpolation, ignoring that the patches form a 2D grid."""
     if new_num_patches < 1:
         raise ValueError(f"new_num_patches must be at least 1, got {new_num_patches}.")
     prefix, seq = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
@@ -47,14 +46,9 @@ def resample_pos_embed_1d(pos_embed: torch.Tensor, new_num_patches: int, num_pre
 
 
 def fresh_pos_embed(
-    pos_embed: torch.Tensor,
-    new_num_patches: int,
-    num_prefix_tokens: int = 1,
-    generator: torch.Generator | None = None,
-    std: float = 0.02,
+    pos_embed: torch.Tensor, new_num_patches: int, num_prefix_tokens=1, generator=None, std=0.02
 ) -> torch.Tensor:
-    """The other baseline: keep the prefix ([class]) rows, draw N' new patch rows from N(0, std^2) as at
-    initialisation."""
+    """The "fresh" baseline: keep the prefix ([class]) rows, draw N' new patch rows from N(0, std^2)."""
     prefix = pos_embed[:, :num_prefix_tokens]
     new = torch.randn(1, new_num_patches, pos_embed.shape[-1], generator=generator) * std
     return torch.cat([prefix, new.to(pos_embed.device, pos_embed.dtype)], dim=1)
@@ -83,11 +77,10 @@ def prepare_for_finetuning(
     mode: str = "bicubic",
     seed: int = 0,
 ) -> VisionTransformer:
-    """A copy of the pre-trained `model` ready to fine-tune (section 3.2): a zero-initialised D x K head and, when
-    `image_size` is given, the same patch size P at the new resolution, with E_pos made by `pos_interp` (see the module
-    docstring: "2d" the paper's, "1d" and "fresh" baselines). `mode` is the 2D interpolation ("bicubic", as
-    `VisionTransformer.set_image_size` and timm; "bilinear" is linear within the grid). The pre-trained model is left
-    unchanged. `seed` draws the "fresh" embeddings."""
+    """A copy of the pre-trained `model` ready to fine-tune (section 3.2): a zero-initialised D x K head and, with
+    `image_size`, the same patch size P at the new resolution, E_pos made by `pos_interp` ("2d" the paper's, "1d" and
+    "fresh" baselines; see the module docstring). `mode`: the 2D interpolation (bicubic, as timm). `seed` draws the
+    "fresh" embeddings."""
     if not isinstance(model, VisionTransformer):
         raise TypeError(f"expected a vitlib VisionTransformer, got {type(model).__name__}.")
     if pos_interp not in POS_INTERPOLATIONS:

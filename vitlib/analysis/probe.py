@@ -38,40 +38,8 @@ def extract_features(
     return torch.cat(feats), torch.cat(labels)
 
 
-def few_shot_probe(
-    model: nn.Module,
-    data: Dataset,
-    shots: int = 10,
-    seed: int = 0,
-    l2: float = 1e-2,
-    device: str | torch.device = "cpu",
-) -> float:
-    """Linear few-shot evaluation (Fig. 4 and the few-shot results of §4.1): a linear classifier fitted on the frozen
-    features of `shots` images per class of the validation split, its accuracy on the test split."""
-    if data.val is None:
-        raise ValueError("a few-shot probe takes its examples from the validation split: the data set has none.")
-    val_x, val_y = extract_features(model, data.val, data, device=device)
-    g = torch.Generator().manual_seed(seed)
-    pick = []
-    for c in range(data.num_classes):
-        idx = torch.nonzero(val_y == c).flatten()
-        if len(idx) < shots:
-            raise ValueError(f"class {c} has {len(idx)} validation images, fewer than {shots} shots.")
-        pick.append(idx[torch.randperm(len(idx), generator=g)[:shots]])
-    pick = torch.cat(pick)
-    test_x, test_y = extract_features(model, data.test, data, device=device)
-    return linear_probe(val_x[pick], val_y[pick], test_x, test_y, l2=l2)["test_acc"]
-
-
-def linear_probe(
-    train_x: torch.Tensor,
-    train_y: torch.Tensor,
-    test_x: torch.Tensor,
-    test_y: torch.Tensor,
-    l2: float = 1e-4,
-    steps: int = 100,
-) -> dict:
-    """Fit softmax regression on standardised features (full batch, L-BFGS); returns train and test accuracy."""
+def linear_probe(train_x, train_y, test_x, test_y, l2: float = 1e-4, steps: int = 100) -> dict:
+    """Fit softmax regression on standardised features (N, D) (full batch, L-BFGS); returns train and test accuracy."""
     if len(train_x) != len(train_y) or len(test_x) != len(test_y):
         raise ValueError("features and labels differ in length.")
     mean, std = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
@@ -94,15 +62,7 @@ def linear_probe(
         }
 
 
-def knn_accuracy(
-    train_x: torch.Tensor,
-    train_y: torch.Tensor,
-    test_x: torch.Tensor,
-    test_y: torch.Tensor,
-    k: int = 20,
-    temperature: float | None = 0.07,
-    batch: int = 1024,
-) -> float:
+def knn_accuracy(train_x, train_y, test_x, test_y, k: int = 20, temperature: float | None = 0.07, batch=1024) -> float:
     """Weighted k-NN classification as in DINO (Caron et al. 2021, after Wu et al. 2018): cosine similarity to the
     training features, the k nearest each vote for their class with weight exp(similarity / temperature) (a plain
     majority vote with temperature=None); the accuracy on the test features."""

@@ -1,7 +1,6 @@
-"""Augmentation: the presets a run can ask for ('none', 'crop-flip', 'rrc-flip', 'randaugment'), a vectorised random
-crop and flip and a vectorised random-resized crop and flip that run where the batch is, transforms v2 for image
-files, and mixup / cutmix; every random draw seeded by (run seed, epoch, step), so a resumed run augments exactly as
-an uninterrupted one."""
+"""Augmentation: the presets ('none', 'crop-flip', 'rrc-flip', 'randaugment'), vectorised crop-flips that run where
+the batch is, transforms v2 for image files, and mixup / cutmix; every draw seeded by (run seed, epoch, step), so a
+resumed run augments exactly as an uninterrupted one."""
 
 from __future__ import annotations
 
@@ -31,11 +30,9 @@ def batch_seed(seed: int, epoch: int, step: int) -> int:
 def random_crop_flip(
     images: torch.Tensor, generator: torch.Generator, pad: int, offset: int = 0, total: int | None = None
 ) -> torch.Tensor:
-    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised.
-
-    The draws are made for `total` images (default: this batch) and rows offset.. are used: a process that holds one
-    shard of a global batch augments its images exactly as the whole batch would be augmented. They are made on the
-    generator's device: with a CUDA generator nothing is copied from the host, so the step never waits for it."""
+    """Per-image random translation by up to `pad` pixels (zero padding) and horizontal flip, vectorised. The draws
+    are made for `total` images (default: this batch), on the generator's device, and rows offset.. are used: one
+    shard of a global batch is augmented exactly as in the whole batch."""
     b, _, h, w = images.shape
     total, mine, where = total or b, slice(offset, offset + b), generator.device
     padded = F.pad(images, (pad, pad, pad, pad))
@@ -57,10 +54,9 @@ def random_resized_crop_flip(
     offset: int = 0,
     total: int | None = None,
 ) -> torch.Tensor:
-    """Per-image random-resized crop (a box of `scale` of the area at an aspect ratio in `ratio`, anywhere in the
-    image, resized back to the full size: bilinear) and horizontal flip, vectorised; float images. The augmentation
-    of Inception and of Touvron et al. 2019 ('Fixing the train-test resolution discrepancy'): objects seen larger in
-    training than at test. Draws for `total` images, rows offset.. used, as `random_crop_flip`."""
+    """Per-image random-resized crop (a box of `scale` of the area at an aspect ratio in `ratio`, resized back
+    bilinearly) and horizontal flip, vectorised (Inception's augmentation; Touvron et al. 2019). Draws for `total`
+    images, rows offset.. used, as `random_crop_flip`."""
     b, where = images.shape[0], generator.device
     total, mine = total or b, slice(offset, offset + b)
     u = torch.rand(total, 5, generator=generator, device=where)[mine].to(images.device)
@@ -76,8 +72,7 @@ def random_resized_crop_flip(
 
 
 def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> T.Compose:
-    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) for training, resize + centre crop
-    otherwise."""
+    """Transforms v2 for image files: RandomResizedCrop + flip (+ RandAugment) to train, else resize + centre crop."""
     if train and augment != "none":
         ops = [T.RandomResizedCrop(image_size, antialias=True), T.RandomHorizontalFlip()]
         ops += [T.RandAugment()] if augment == "randaugment" else []
@@ -87,9 +82,6 @@ def folder_transforms(image_size: int, mean, std, train: bool, augment: str) -> 
 
 
 def make_mixer(mixup: float, cutmix: float, num_classes: int):
-    """MixUp and/or CutMix (transforms v2) on a batch with its labels, one of the two per batch when both are on;
-    None when both alphas are 0."""
-    ops = ([T.MixUp(alpha=mixup, num_classes=num_classes)] if mixup > 0 else []) + (
-        [T.CutMix(alpha=cutmix, num_classes=num_classes)] if cutmix > 0 else []
-    )
+    """MixUp and/or CutMix (transforms v2) of a batch and its labels, one of the two per batch; None when both are 0."""
+    ops = [mix(alpha=a, num_classes=num_classes) for mix, a in ((T.MixUp, mixup), (T.CutMix, cutmix)) if a > 0]
     return T.RandomChoice(ops) if len(ops) > 1 else (ops[0] if ops else None)

@@ -11,18 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-FASHION_MNIST_CLASSES = (
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-)
+FASHION_MNIST_CLASSES = tuple("T-shirt/top,Trouser,Pullover,Dress,Coat,Sandal,Shirt,Sneaker,Bag,Ankle boot".split(","))
 FILES = {
     "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
     "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
@@ -46,14 +35,11 @@ class DataError(RuntimeError):
 
 def data_dir() -> Path:
     """Where data sets are looked for and downloaded: $VITLIB_DATA_DIR, else data/cache in the repository."""
-    if ENV in os.environ:
-        return Path(os.environ[ENV]).expanduser()
-    return REPO_DATA / "cache"
+    return Path(os.environ[ENV]).expanduser() if ENV in os.environ else REPO_DATA / "cache"
 
 
 def bundled_dir() -> Path:
-    """The bundled subset: a copy in $VITLIB_DATA_DIR/fashion-mnist-mini when there is one, else data/ of the
-    repository."""
+    """The bundled subset: a copy in $VITLIB_DATA_DIR/fashion-mnist-mini when there is one, else the repository's."""
     copy = data_dir() / "fashion-mnist-mini"
     return copy if (copy / "SHA256SUMS").exists() else REPO_DATA / "fashion-mnist-mini"
 
@@ -82,12 +68,12 @@ def idx_file_ok(path: Path, md5: str) -> bool:
     raw = Path(path).read_bytes()
     if hashlib.md5(raw).hexdigest() == md5:
         return True
-    if path.name in CONTENT_SHA256 and raw[:2] == b"\x1f\x8b":
-        try:
-            return hashlib.sha256(gzip.decompress(raw)).hexdigest() == CONTENT_SHA256[path.name]
-        except (OSError, EOFError):
-            return False
-    return False
+    if path.name not in CONTENT_SHA256 or raw[:2] != b"\x1f\x8b":
+        return False
+    try:
+        return hashlib.sha256(gzip.decompress(raw)).hexdigest() == CONTENT_SHA256[path.name]
+    except (OSError, EOFError):
+        return False
 
 
 def verify_checksums(folder: Path) -> None:
@@ -95,7 +81,11 @@ def verify_checksums(folder: Path) -> None:
     sums = Path(folder) / "SHA256SUMS"
     if not sums.exists():
         raise DataError(f"{sums} is missing: restore data/ from the repository (git checkout -- data).")
-    for line in sums.read_text().splitlines():
+    for number, line in enumerate(sums.read_text().splitlines(), 1):
+        if len(line.split()) != 2:
+            raise DataError(
+                f"{sums} line {number} is {line!r}, not '<sha256>  <file>': restore it from the repository."
+            )
         digest, name = line.split()
         path = Path(folder) / name
         if not path.exists():
@@ -103,10 +93,10 @@ def verify_checksums(folder: Path) -> None:
                 f"{path} is missing: restore it with `git checkout -- {path}` "
                 f"or rebuild it with `python scripts/make_fashion_mnist_mini.py`."
             )
-        if sha256(path) != digest:
+        if (actual := sha256(path)) != digest:
             raise DataError(
-                f"{path} fails its checksum (expected sha256 {digest[:12]}..., got {sha256(path)[:12]}"
-                f"...): the file is corrupt or was changed; restore it with `git checkout -- {path}`."
+                f"{path} fails its checksum (expected sha256 {digest[:12]}..., got {actual[:12]}...): the file is "
+                f"corrupt or was changed; restore it with `git checkout -- {path}`."
             )
 
 
@@ -116,5 +106,15 @@ def load_fashion_mnist_mini(split: str = "train", root: str | Path | None = None
         raise ValueError(f"unknown split {split!r}: use 'train' or 'test'.")
     folder = Path(root) if root is not None else bundled_dir()
     verify_checksums(folder)
-    images, labels = (read_idx(folder / name) for name in FILES[split])
+    return read_idx_split(folder, split)
+
+
+def read_idx_split(folder: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images uint8 (N, 1, 28, 28), labels int64 (N,)) from the IDX files of a (Fashion-)MNIST split in `folder`."""
+    images, labels = (read_idx(Path(folder) / name) for name in FILES[split])
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+        raise DataError(
+            f"{folder}: the {split} IDX files hold images {images.shape} and labels {labels.shape}; they must be "
+            f"(N, rows, cols) and (N,) with the same N: replace them with fresh copies."
+        )
     return torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64))

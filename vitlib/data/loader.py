@@ -1,9 +1,6 @@
-"""Batches for training and evaluation, with the augmentation presets.
-
-`TensorLoader` serves an in-memory `TensorSplit` (the fast path: one index per batch, on the GPU when there is one);
-`FolderLoader` serves a torchvision dataset of image files through a multi-worker DataLoader. Both give the same
-batches for the same (seed, epoch, step), shard a global batch across DDP ranks, and can start mid-epoch (resume).
-"""
+"""Batches for training and evaluation: `TensorLoader` serves an in-memory `TensorSplit` (one index per batch, on the
+GPU when there is one), `FolderLoader` image files through DataLoader workers. Both give the same batches for the same
+(seed, epoch, step), shard a global batch across DDP ranks, and can start mid-epoch (resume)."""
 
 from __future__ import annotations
 
@@ -20,21 +17,23 @@ from .augment import (
     random_crop_flip,
     random_resized_crop_flip,
 )
+from .files import DataError
 from .splits import TensorSplit
 
 
 class ShardedBatches:
-    """What both loaders share: `size` examples in batches of a global `batch_size` (each of `world_size` processes
-    takes its `rank`-th share), in a seeded order per epoch (shuffled or not), with or without the last partial
-    batch."""
+    """What both loaders share (their keyword options): `size` examples in batches of a global `batch_size`, of which
+    each of `world_size` processes takes its `rank`-th share, in a seeded order per epoch, augmented by `augment`."""
 
     def __init__(
-        self, size: int, batch_size: int, shuffle: bool, seed: int, drop_last: bool, device, rank: int, world_size: int
-    ):
+        self, size: int, batch_size: int, *, shuffle=False, augment="none", seed=0, drop_last=False, device="cpu",
+        rank=0, world_size=1,
+    ):  # fmt: skip
         if batch_size % world_size:
             raise ValueError(f"batch size {batch_size} must be divisible by the number of processes ({world_size}).")
         self.size, self.batch_size, self.shuffle, self.seed, self.drop_last = size, batch_size, shuffle, seed, drop_last
         self.device, self.rank, self.world_size = torch.device(device), rank, world_size
+        self.augment = check_augment(augment)
 
     def __len__(self) -> int:
         return self.size // self.batch_size if self.drop_last else math.ceil(self.size / self.batch_size)
@@ -49,28 +48,12 @@ class ShardedBatches:
 class TensorLoader(ShardedBatches):
     """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`.
 
-    The whole split is held on `device` as uint8 (Fashion-MNIST's 60,000 images are 47 MB), so a batch is an index
-    and the augmentation runs there too. On the CPU every image gets its own RandAugment draw; on a GPU, where one
-    small kernel per image and op would leave it idle, the batch is cut into `randaugment_groups` groups (default
-    RANDAUGMENT_GROUPS) that share a draw, and the crop-flip offsets are drawn by a CUDA generator (no host-to-device
-    copy, no sync)."""
+    The whole split is held on `device` as uint8 (Fashion-MNIST's 60,000 images are 47 MB), so a batch is an index.
+    On the CPU every image gets its own RandAugment draw; on a GPU the batch is cut into `randaugment_groups` groups
+    (default RANDAUGMENT_GROUPS) that share a draw, and crop-flip offsets are drawn by a CUDA generator (no sync)."""
 
-    def __init__(
-        self,
-        split: TensorSplit,
-        batch_size: int,
-        mean,
-        std,
-        shuffle: bool = False,
-        augment: str = "none",
-        seed: int = 0,
-        drop_last: bool = False,
-        device: str | torch.device = "cpu",
-        rank: int = 0,
-        world_size: int = 1,
-        randaugment_groups: int | None = None,
-    ):
-        super().__init__(len(split), batch_size, shuffle, seed, drop_last, device, rank, world_size)
+    def __init__(self, split: TensorSplit, batch_size: int, mean, std, *, randaugment_groups=None, **options):
+        super().__init__(len(split), batch_size, **options)
         if randaugment_groups is not None and randaugment_groups < 1:
             raise ValueError(
                 f"randaugment_groups must be at least 1 (or None: per image on the CPU, "
@@ -78,8 +61,7 @@ class TensorLoader(ShardedBatches):
             )
         if randaugment_groups is None and self.device.type == "cuda":
             randaugment_groups = RANDAUGMENT_GROUPS
-        self.randaugment_groups, self.augment = randaugment_groups, check_augment(augment)
-        self.split = split.to(device)
+        self.randaugment_groups, self.split = randaugment_groups, split.to(self.device)
         self.mean = torch.tensor(mean, device=self.device).view(1, -1, 1, 1) * 255
         self.std = torch.tensor(std, device=self.device).view(1, -1, 1, 1) * 255
         self._randaugment = T.RandAugment()
@@ -126,76 +108,51 @@ class TensorLoader(ShardedBatches):
 class FolderLoader(ShardedBatches):
     """Batches of a torchvision image dataset read by DataLoader workers; same order and sharding as TensorLoader."""
 
-    def __init__(
-        self,
-        dataset,
-        image_size: int,
-        batch_size: int,
-        mean,
-        std,
-        shuffle: bool = False,
-        augment: str = "none",
-        seed: int = 0,
-        drop_last: bool = False,
-        device="cpu",
-        rank: int = 0,
-        world_size: int = 1,
-        num_workers: int = 4,
-    ):
-        super().__init__(len(dataset), batch_size, shuffle, seed, drop_last, device, rank, world_size)
+    def __init__(self, dataset, image_size: int, batch_size: int, mean, std, *, num_workers: int = 4, **options):
+        super().__init__(len(dataset), batch_size, **options)
         self.dataset, self.num_workers = dataset, num_workers
-        self.transform = folder_transforms(image_size, mean, std, shuffle, check_augment(augment))
-
-    def _item(self, key):
-        i, seed = key
-        image, label = self.dataset[i]
-        with torch.random.fork_rng(devices=[]):  # the random transforms draw from the global RNG: seed it per image
-            torch.manual_seed(seed)
-            return self.transform(image), label
+        self.transform = folder_transforms(image_size, mean, std, self.shuffle, self.augment)
 
     def _shard(self, order: torch.Tensor, epoch: int, step: int) -> list[tuple[int, int]]:
         """(index, augmentation seed) of this process's images of a step: the seeds are drawn for the global batch, so
         augmentation depends on (seed, epoch, step, position) only, not on workers, sharding or where a run resumed."""
         idx = order[step * self.batch_size : (step + 1) * self.batch_size]
-        seeds = torch.randint(
-            0, 2**62, (len(idx),), generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
-        )
-        return list(
-            zip(
-                idx.tensor_split(self.world_size)[self.rank].tolist(),
-                seeds.tensor_split(self.world_size)[self.rank].tolist(),
-            )
-        )
+        g = torch.Generator().manual_seed(batch_seed(self.seed, epoch, step))
+        seeds = torch.randint(0, 2**62, (len(idx),), generator=g)
+        idx, seeds = (t.tensor_split(self.world_size)[self.rank].tolist() for t in (idx, seeds))
+        return list(zip(idx, seeds))
 
     def epoch(self, epoch: int = 0, start: int = 0):
         """Iterate over the batches of `epoch`, from step `start` on (read and transformed by the workers)."""
         order = self.order(epoch)
         mine = [self._shard(order, epoch, s) for s in range(start, len(self))]
         loader = torch.utils.data.DataLoader(
-            _MapDataset(self._item),
-            batch_sampler=_Batches(mine),
+            _SeededImages(self.dataset, self.transform),
+            batch_sampler=mine,
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
             generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)),
         )
-        for images, labels in loader:
-            yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        try:
+            for images, labels in loader:
+                yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
+        except DataError as exc:  # from a worker: its message is the last line of the worker's traceback
+            raise DataError(str(exc).strip().splitlines()[-1].split("DataError: ", 1)[-1]) from None
 
 
-class _MapDataset(torch.utils.data.Dataset):
-    def __init__(self, fn):
-        self.fn = fn
+class _SeededImages(torch.utils.data.Dataset):
+    """Item (i, seed): image i of `dataset` through `transform`, whose random draws are seeded by `seed`."""
 
-    def __getitem__(self, i):
-        return self.fn(i)
+    def __init__(self, dataset, transform):
+        self.dataset, self.transform = dataset, transform
 
-
-class _Batches(torch.utils.data.Sampler):
-    def __init__(self, batches):
-        self.batches = batches
-
-    def __iter__(self):
-        return iter(self.batches)
-
-    def __len__(self):
-        return len(self.batches)
+    def __getitem__(self, key):
+        i, seed = key
+        try:
+            image, label = self.dataset[i]
+        except (OSError, ValueError, SyntaxError) as exc:  # PIL: truncated, not an image, a damaged header
+            where = self.dataset.samples[i][0] if hasattr(self.dataset, "samples") else f"image {i}"
+            raise DataError(f"{where} cannot be read as an image ({exc}): remove or replace it.") from None
+        with torch.random.fork_rng(devices=[]):  # the random transforms draw from the global RNG: seed it per image
+            torch.manual_seed(seed)
+            return self.transform(image), label

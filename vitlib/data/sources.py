@@ -1,8 +1,7 @@
 """Data sets by name, each as train / validation / test splits with their normalisation.
 
-Small sets (Fashion-MNIST, MNIST, CIFAR, the synthetic task) are held as one uint8 tensor per split (`TensorSplit`),
-so a batch is an index into memory (on the GPU when there is one) instead of per-image PIL work. Folders of images
-(`imagefolder:<path>`, Imagenette) stay torchvision datasets read by a DataLoader.
+Small sets (Fashion-MNIST, MNIST, CIFAR, the synthetic tasks) are held as one uint8 tensor per split (`TensorSplit`),
+so a batch is an index into memory; folders of images (`imagefolder:<path>`, Imagenette) stay torchvision datasets.
 
     get_dataset("fashion-mnist-mini")                 # the bundled subset, offline
     get_dataset("cifar10", root="~/data", download=True)
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 import torchvision
 
@@ -25,13 +23,14 @@ from .files import (
     data_dir,
     idx_file_ok,
     load_fashion_mnist_mini,
-    read_idx,
+    read_idx_split,
 )
-from .splits import Dataset, TensorSplit, check_finite_images, split_off
+from .splits import Dataset, TensorSplit, check_finite_images, check_labels, split_off
 from .splits import subset as take_subset
 from .synthetic import synthetic_position, synthetic_relation
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+QUADRANTS = ("top-left", "top-right", "bottom-left", "bottom-right")  # the classes of synthetic-position
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 STATS = {  # per-channel mean and std of the training images, in [0, 1]
     "fashion-mnist": ((0.2860,), (0.3530,)),
@@ -43,52 +42,45 @@ STATS = {  # per-channel mean and std of the training images, in [0, 1]
 }
 
 
-def _idx_set(cls, folders: list[Path], name: str, download: bool, root: Path):
-    """(train, test) from the IDX files of MNIST or Fashion-MNIST, checked against torchvision's md5 sums."""
-    files = [url.rsplit("/", 1)[-1] for url, _ in cls.resources]
-    md5 = {url.rsplit("/", 1)[-1]: digest for url, digest in cls.resources}
-    folder = next((f for f in folders if all((f / n).exists() for n in files)), None)
-    if folder is None and download:
-        try:
-            cls(str(root), train=True, download=True)
-        except Exception as err:  # network errors come in many types
+def _idx_set(cls, name: str, classes: tuple[str, ...], *more_folders: Path):
+    """A loader of the IDX files of MNIST or Fashion-MNIST, checked against torchvision's md5 sums."""
+
+    def load(root: Path, download: bool, seed: int):
+        md5 = {url.rsplit("/", 1)[-1]: digest for url, digest in cls.resources}
+        files = list(md5)
+        folders = [root / cls.__name__ / "raw", root / name, *more_folders]
+        folder = next((f for f in folders if all((f / n).exists() for n in files)), None)
+        if folder is None and download:
+            try:
+                cls(str(root), train=True, download=True)
+            except Exception as err:  # network errors come in many types
+                raise DataError(
+                    f"could not download {name} to {root} ({type(err).__name__}: {err}). "
+                    f"Without internet use 'fashion-mnist-mini' (bundled) or copy the files there."
+                ) from err
+            folder = root / cls.__name__ / "raw"
+        if folder is None:
             raise DataError(
-                f"could not download {name} to {root} ({type(err).__name__}: {err}). "
-                f"Without internet use 'fashion-mnist-mini' (bundled) or copy the files there."
-            ) from err
-        folder = root / cls.__name__ / "raw"
-    if folder is None:
-        raise DataError(
-            f"{name} is not on this machine: looked for {files} in {', '.join(map(str, folders))}. "
-            f"Pass download=True (needs internet), point root= or $VITLIB_DATA_DIR at a copy, or use the "
-            f"bundled 'fashion-mnist-mini'."
-        )
-    for n in files:
-        if not idx_file_ok(folder / n, md5[n]):
-            raise DataError(
-                f"{folder / n} fails its checksum (expected md5 {md5[n]} of the original .gz): the file "
-                f"is corrupt or incomplete; delete it and download or copy it again."
+                f"{name} is not on this machine: looked for {files} in {', '.join(map(str, folders))}. "
+                f"Pass download=True (needs internet), point root= or $VITLIB_DATA_DIR at a copy, or use the "
+                f"bundled 'fashion-mnist-mini'."
             )
-    read = {n.split("-")[0] + n.split("-")[1][:1]: read_idx(folder / n) for n in files}  # train-images -> 'traini'
+        for n in files:
+            if not idx_file_ok(folder / n, md5[n]):
+                raise DataError(
+                    f"{folder / n} fails its checksum (expected md5 {md5[n]} of the original .gz): the file "
+                    f"is corrupt or incomplete; delete it and download or copy it again."
+                )
+        train, test = (TensorSplit(*read_idx_split(folder, split)) for split in ("train", "test"))
+        return train, test, classes, {"source": str(folder)}
 
-    def to_split(images: str, labels: str) -> TensorSplit:
-        return TensorSplit(
-            torch.from_numpy(read[images].copy()).unsqueeze(1), torch.from_numpy(read[labels].astype(np.int64))
-        )
-
-    return to_split("traini", "trainl"), to_split("t10ki", "t10kl"), folder
-
-
-def _fashion_mnist(root: Path, download: bool, seed: int):
-    folders = [root / "FashionMNIST" / "raw", root / "fashion-mnist", DEBIAN_FASHION_MNIST]
-    train, test, folder = _idx_set(torchvision.datasets.FashionMNIST, folders, "fashion-mnist", download, root)
-    return train, test, FASHION_MNIST_CLASSES, {"source": str(folder)}
+    return load
 
 
-def _mnist(root: Path, download: bool, seed: int):
-    folders = [root / "MNIST" / "raw", root / "mnist"]
-    train, test, folder = _idx_set(torchvision.datasets.MNIST, folders, "mnist", download, root)
-    return train, test, tuple(str(i) for i in range(10)), {"source": str(folder)}
+_fashion_mnist = _idx_set(
+    torchvision.datasets.FashionMNIST, "fashion-mnist", FASHION_MNIST_CLASSES, DEBIAN_FASHION_MNIST
+)
+_mnist = _idx_set(torchvision.datasets.MNIST, "mnist", tuple(str(i) for i in range(10)))
 
 
 def _cifar(cls, name: str):
@@ -120,14 +112,12 @@ def _mini(root: Path, download: bool, seed: int):
     return train, test, FASHION_MNIST_CLASSES, {"source": str(bundled_dir())}
 
 
-def _synthetic(root: Path, download: bool, seed: int):
-    train, test = synthetic_position(10_000, seed=seed), synthetic_position(2_000, seed=seed + 1_000_003)
-    return train, test, ("top-left", "top-right", "bottom-left", "bottom-right"), {"generator": "synthetic_position"}
+def _procedural(make, n_train: int, classes: tuple[str, ...]):
+    def load(root: Path, download: bool, seed: int):
+        train, test = make(n_train, seed=seed), make(n_train // 5, seed=seed + 1_000_003)
+        return train, test, classes, {"generator": make.__name__}
 
-
-def _relation(root: Path, download: bool, seed: int):
-    train, test = synthetic_relation(20_000, seed=seed), synthetic_relation(4_000, seed=seed + 1_000_003)
-    return train, test, ("different", "same"), {"generator": "synthetic_relation"}
+    return load
 
 
 def _imagenette(root: Path, download: bool, seed: int):
@@ -170,8 +160,8 @@ SOURCES = {  # name -> (loader, channels, native image size, mean/std key)
     "mnist": (_mnist, 1, 28, "mnist"),
     "cifar10": (_cifar(torchvision.datasets.CIFAR10, "cifar10"), 3, 32, "cifar10"),
     "cifar100": (_cifar(torchvision.datasets.CIFAR100, "cifar100"), 3, 32, "cifar100"),
-    "synthetic-position": (_synthetic, 1, 32, "synthetic-position"),
-    "synthetic-relation": (_relation, 1, 32, "synthetic-relation"),
+    "synthetic-position": (_procedural(synthetic_position, 10_000, QUADRANTS), 1, 32, "synthetic-position"),
+    "synthetic-relation": (_procedural(synthetic_relation, 20_000, ("different", "same")), 1, 32, "synthetic-relation"),
     "imagenette": (_imagenette, 3, 160, None),
 }
 
@@ -191,8 +181,7 @@ def get_dataset(
 ) -> Dataset:
     """Load a data set by name (see `dataset_names()`), split a stratified validation set off the training set,
     optionally keep a stratified `subset` of the rest (fraction <= 1 or count), and resize in-memory sets. `root`:
-    where to look and download (default `vitlib.data.data_dir()`); `seed` picks the splits (and draws the synthetic
-    sets)."""
+    where to look and download (default `data_dir()`); `seed` picks the splits (and draws the synthetic sets)."""
     root = Path(root).expanduser() if root is not None else data_dir()
     if name.startswith("imagefolder:"):
         loader, channels, native, stats = _imagefolder(Path(name.split(":", 1)[1]).expanduser()), 3, 224, None
@@ -201,16 +190,14 @@ def get_dataset(
     else:
         raise ValueError(f"unknown data set {name!r}: choose one of {', '.join(dataset_names())}.")
     train, test, classes, info = loader(root, download, seed)
-    val = None
-    if val_fraction:
-        train, val = split_off(train, val_fraction, seed)
+    train, val = split_off(train, val_fraction, seed) if val_fraction else (train, None)
     if subset is not None:
         train = take_subset(train, subset, seed)
     size = image_size or native
     if isinstance(train, TensorSplit):
-        train, test = train.resized(size), test.resized(size)
-        val = None if val is None else val.resized(size)
+        train, val, test = (None if split is None else split.resized(size) for split in (train, val, test))
     mean, std = STATS[stats] if stats else (IMAGENET_MEAN, IMAGENET_STD)
     data = Dataset(name, train, val, test, classes, channels, size, mean, std, info)
     check_finite_images(data)  # uint8 images cannot be NaN: a no-op but for floating-point splits
+    check_labels(data)
     return data

@@ -1,5 +1,5 @@
 """A data set as train / validation / test splits, and the subsets the experiments take of them: stratified
-fractions, disjoint pre-training and fine-tuning sets, resized copies."""
+fractions and counts, resized copies."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ class TensorSplit:
     images: torch.Tensor
     labels: torch.Tensor
 
+    def __post_init__(self):
+        if len(self.images) != len(self.labels):
+            raise DataError(f"{len(self.images)} images but {len(self.labels)} labels: give one label per image.")
+
     def __len__(self) -> int:
         return len(self.labels)
 
@@ -33,7 +37,7 @@ class TensorSplit:
 
     def resized(self, image_size: int) -> TensorSplit:
         """The same images resized to image_size x image_size (antialiased)."""
-        if self.images.shape[-1] == image_size and self.images.shape[-2] == image_size:
+        if tuple(self.images.shape[-2:]) == (image_size, image_size):
             return self
         return TensorSplit(TF.resize(self.images, [image_size, image_size], antialias=True), self.labels)
 
@@ -61,8 +65,13 @@ class Dataset:
     def in_memory(self) -> bool:
         return isinstance(self.train, TensorSplit)
 
+    @property
+    def splits(self) -> dict:
+        """{'train': ..., 'val': ..., 'test': ...}, without a missing validation split."""
+        return {k: getattr(self, k) for k in ("train", "val", "test") if getattr(self, k) is not None}
+
     def __repr__(self) -> str:
-        sizes = {k: len(getattr(self, k)) for k in ("train", "val", "test") if getattr(self, k) is not None}
+        sizes = {k: len(split) for k, split in self.splits.items()}
         return (
             f"Dataset({self.name!r}, {sizes}, {self.num_classes} classes, {self.in_channels}x{self.image_size}x"
             f"{self.image_size}, {'in memory' if self.in_memory else 'from files'})"
@@ -70,21 +79,14 @@ class Dataset:
 
 
 def check_finite_images(data: Dataset, chunk: int = 4096) -> None:
-    """Raise a DataError naming the split, the count and the first index when an in-memory split holds NaN or
-    infinite pixel values. Integer images (uint8: every bundled and downloaded set, and folders of images) cannot,
-    so only floating-point TensorSplits are scanned, `chunk` images at a time (one pass, little extra memory)."""
-    for name in ("train", "val", "test"):
-        split = getattr(data, name)
+    """Raise a DataError when a floating-point in-memory split holds NaN or infinite pixels (uint8 images cannot),
+    or the normalisation mean/std is not finite (std not positive). Scans `chunk` images at a time."""
+    for name, split in data.splits.items():
         if not isinstance(split, TensorSplit) or not split.images.is_floating_point():
             continue
-        bad, first = 0, None
-        for start in range(0, len(split.images), chunk):
-            rows = ~torch.isfinite(split.images[start : start + chunk]).flatten(1).all(1)
-            count = int(rows.sum())
-            if count and first is None:
-                first = start + int(rows.nonzero()[0])
-            bad += count
-        if bad:
+        rows = torch.cat([~torch.isfinite(images).flatten(1).all(1) for images in split.images.split(chunk)])
+        if rows.any():
+            bad, first = int(rows.sum()), int(rows.nonzero()[0])
             what = "split" if name != "val" else "split (held out of the training images)"
             raise DataError(
                 f"the {name} {what} of {data.name!r} has {bad} image{'s' * (bad != 1)} of {len(split)} with NaN/inf "
@@ -100,7 +102,23 @@ def check_finite_images(data: Dataset, chunk: int = 4096) -> None:
             )
 
 
-def _in_memory(data: Dataset, what: str) -> None:
+def check_labels(data: Dataset) -> None:
+    """Raise a DataError when an in-memory split has a label outside 0..K-1 or a data set fewer than two classes."""
+    if data.num_classes < 2:
+        raise DataError(f"{data.name!r} has {data.num_classes} class: a classifier needs at least two.")
+    for name, split in data.splits.items():
+        if not isinstance(split, TensorSplit) or not len(split):
+            continue
+        low, high = int(split.labels.min()), int(split.labels.max())
+        if not 0 <= low <= high < data.num_classes:
+            raise DataError(
+                f"the {name} split of {data.name!r} has labels {low}..{high}, but the data set has "
+                f"{data.num_classes} classes: labels must be 0..{data.num_classes - 1}."
+            )
+
+
+def check_in_memory(data: Dataset, what: str) -> None:
+    """Raise when `what` is asked of a data set read from files."""
     if not data.in_memory:
         raise ValueError(
             f"{what} works on in-memory data sets (TensorSplit); for folders of images pass subset= or "
@@ -110,10 +128,8 @@ def _in_memory(data: Dataset, what: str) -> None:
 
 # ----------------------------------------------------------------------------------------------- stratified subsets
 def stratified_indices(labels: torch.Tensor, amount: float | int, seed: int = 0) -> torch.Tensor:
-    """Indices of a class-stratified subset: `amount` <= 1 is a fraction, > 1 a count; seeded, sorted.
-
-    With one seed the subsets are nested (the 1 % images are among the 5 % ones, ...): each class's images are drawn
-    in one seeded random order and the first k are kept."""
+    """Indices of a class-stratified subset: `amount` <= 1 is a fraction, > 1 a count; seeded, sorted. With one seed
+    the subsets are nested (the 1 % images are among the 5 % ones): each class drawn in one order, the first k kept."""
     n = len(labels)
     count = round(amount * n) if isinstance(amount, float) and amount <= 1 else int(amount)
     if not 0 < count <= n:
@@ -153,9 +169,8 @@ def split_off(split, fraction: float, seed: int):
     """Split a stratified `fraction` off (the validation set); returns (rest, held_out)."""
     labels = labels_of(split)
     held = stratified_indices(labels, fraction, seed)
-    mask = torch.ones(len(labels), dtype=torch.bool)
-    mask[held] = False
-    return take(split, torch.nonzero(mask).flatten()), take(split, held)
+    rest = torch.nonzero(~torch.isin(torch.arange(len(labels)), held)).flatten()
+    return take(split, rest), take(split, held)
 
 
 def subset(split, amount: float | int, seed: int = 0):
@@ -164,87 +179,29 @@ def subset(split, amount: float | int, seed: int = 0):
 
 
 # --------------------------------------------------------------------------------------------- whole data sets
-def fraction_of(data: Dataset, fraction: float, seed: int = 0) -> Dataset:
-    """`data` with a stratified `fraction` (0 < fraction <= 1) of its training split; val and test untouched."""
-    _in_memory(data, "fraction_of")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}.")
-    if fraction == 1:
-        return data
-    return dataclasses.replace(data, train=subset(data.train, float(fraction), seed))
-
-
 def with_val(data: Dataset, n: int | None, seed: int | None = None) -> Dataset:
-    """`data` watching only `n` of its validation images (None or 0: all of them), the first `n` or, with `seed`, a
-    seeded random `n` in their original order: a cheaper check at each evaluation of a run; train and test untouched."""
-    _in_memory(data, "with_val")
+    """`data` with only `n` of its validation images (None or 0: all), the first `n` or, with `seed`, a seeded random
+    `n` in their original order: a cheaper check at each evaluation; train and test untouched."""
+    check_in_memory(data, "with_val")
     if n is not None and n < 0:
         raise ValueError(f"n must be a positive number of validation images, or 0/None for all, got {n!r}.")
     if not n or data.val is None or n >= len(data.val):
         return data
-    if seed is None:
-        keep = torch.arange(n)
-    else:
-        keep = torch.randperm(len(data.val), generator=torch.Generator().manual_seed(seed))[:n].sort().values
+    g = None if seed is None else torch.Generator().manual_seed(seed)
+    keep = torch.arange(n) if g is None else torch.randperm(len(data.val), generator=g)[:n].sort().values
     return dataclasses.replace(data, val=data.val.select(keep))
 
 
 def with_train(data: Dataset, indices: torch.Tensor, val: int | None = None) -> Dataset:
-    """`data` with only the training images at `indices` (and, with `val`, only the first `val` validation images:
-    see `with_val`)."""
-    _in_memory(data, "with_train")
+    """`data` with only the training images at `indices` (and `with_val(data, val)`)."""
+    check_in_memory(data, "with_train")
     return with_val(dataclasses.replace(data, train=data.train.select(torch.as_tensor(indices))), val)
 
 
-def disjoint_subsets(labels: torch.Tensor, first: int, second: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two disjoint class-stratified index sets of `first` and `second` examples (e.g. a pre-training set and a small
-    labelled fine-tuning set), sorted; seeded."""
-    if first < 1 or second < 1 or first + second > len(labels):
-        raise ValueError(f"need 1 <= first, second and first + second <= {len(labels)}, got {first} and {second}.")
-    a = stratified_indices(labels, first, seed)
-    rest = torch.ones(len(labels), dtype=torch.bool)
-    rest[a] = False
-    rest = torch.nonzero(rest).flatten()
-    b = rest[stratified_indices(labels[rest], second, seed + 1)]
-    return a, b.sort().values
-
-
 def resize_dataset(data: Dataset, image_size: int) -> Dataset:
-    """The same in-memory data set with every split resized to image_size x image_size (antialiased), e.g. to
-    pre-train at a low resolution and fine-tune at the native one."""
-    _in_memory(data, "resize_dataset")
+    """Every split resized to image_size x image_size (antialiased), e.g. to pre-train at a low resolution."""
+    check_in_memory(data, "resize_dataset")
     if image_size < 1:
         raise ValueError(f"image_size must be positive, got {image_size}.")
-
-    def resize(split):
-        return None if split is None else split.resized(image_size)
-
-    return dataclasses.replace(
-        data, train=resize(data.train), val=resize(data.val), test=resize(data.test), image_size=image_size
-    )
-
-
-def class_subset(data: Dataset, classes) -> Dataset:
-    """`data` with only the images of `classes` (in every split), relabelled 0..k-1 in the order given: a task of
-    its own, e.g. to pre-train on five Fashion-MNIST classes and transfer to the other five."""
-    _in_memory(data, "class_subset")
-    classes = [int(c) for c in classes]
-    if not classes or len(set(classes)) != len(classes) or not all(0 <= c < data.num_classes for c in classes):
-        raise ValueError(f"classes must be distinct class indices in 0..{data.num_classes - 1}, got {classes}.")
-    relabel = torch.full((data.num_classes,), -1, dtype=torch.long)
-    relabel[classes] = torch.arange(len(classes))
-
-    def keep(split):
-        if split is None:
-            return None
-        idx = torch.nonzero(relabel[split.labels] >= 0).flatten()
-        return TensorSplit(split.images[idx], relabel[split.labels[idx]])
-
-    return dataclasses.replace(
-        data,
-        train=keep(data.train),
-        val=keep(data.val),
-        test=keep(data.test),
-        classes=tuple(data.classes[c] for c in classes),
-        info={**data.info, "classes_of": data.name, "class_indices": classes},
-    )
+    resized = {name: split.resized(image_size) for name, split in data.splits.items()}
+    return dataclasses.replace(data, **resized, image_size=image_size)

@@ -9,11 +9,9 @@ from .splits import TensorSplit
 
 
 def synthetic_position(n: int, size: int = 32, mark: int = 4, seed: int = 0) -> TensorSplit:
-    """The label (0-3) is the quadrant that holds a bright `mark` x `mark` square; the background is uniform noise.
-
-    Every quadrant sees the same distribution of patch contents, so a ViT without position embeddings (permutation
-    invariant over patches) cannot beat chance (25%); with E_pos it can. Marks are placed on a grid of `mark` pixels.
-    """
+    """The label (0-3) is the quadrant that holds a bright `mark` x `mark` square (on a grid of `mark` pixels) on
+    uniform noise. Every quadrant sees the same patch contents, so a ViT without E_pos (permutation invariant over
+    patches) cannot beat chance (25%); with E_pos it can."""
     g = torch.Generator().manual_seed(seed)
     images = (torch.rand(n, 1, size, size, generator=g) * 0.6 * 255).to(torch.uint8)
     labels = torch.randint(0, 4, (n,), generator=g)
@@ -41,12 +39,11 @@ def synthetic_relation(
     n: int, size: int = 32, cell: int = 8, seed: int = 0, glyphs: torch.Tensor | None = None, min_distance: int = 2
 ) -> TensorSplit:
     """Same or different: two glyphs of a fixed vocabulary sit in two cells of a (size / cell)^2 grid at least
-    `min_distance` cells apart (Chebyshev); the label is 1 when they are the same glyph, 0 when not (balanced).
+    `min_distance` cells apart (Chebyshev), on dim noise; the label is 1 when they are the same glyph (balanced).
 
-    What decides the label is a relation between two distant patches. A convolution sees one glyph at a time until
-    its receptive field spans both, and global average pooling followed by a linear layer cannot tell "one glyph
-    twice" from "two different glyphs"; self-attention compares any two patches in one step (cell = P puts each glyph
-    inside one patch, in the middle of it). The background is uniform noise below the glyphs' brightness."""
+    A relation between two distant patches decides the label: a convolution sees one glyph at a time until its
+    receptive field spans both, while self-attention compares any two patches in one step (cell = P puts each
+    glyph in the middle of one patch)."""
     glyphs = relation_glyphs() if glyphs is None else glyphs
     k, gs = glyphs.shape[0], glyphs.shape[-1]
     if size % cell or gs > cell:

@@ -1,5 +1,4 @@
-"""CNN baselines for the inductive-bias comparison (section 4.3): a small ResNet for 28x28 / 32x32 inputs
-(He et al. 2016, the CIFAR design: 3 stages, 6n+2 layers) and torchvision's ResNets for larger images."""
+"""CNN baselines (section 4.3): a small ResNet for 28/32 px (CIFAR design, 6n+2 layers), torchvision's for larger."""
 
 from __future__ import annotations
 
@@ -33,15 +32,10 @@ class SmallResNet(nn.Module):
         super().__init__()
         if (depth - 2) % 6:
             raise ValueError(f"a small ResNet has 6n+2 layers (8, 14, 20, 32, 56, ...), got depth {depth}.")
-        n = (depth - 2) // 6
         self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
-        blocks, cin = [], width
-        for stage, cout in enumerate((width, 2 * width, 4 * width)):
-            for i in range(n):
-                blocks.append(BasicBlock(cin, cout, 2 if stage > 0 and i == 0 else 1))
-                cin = cout
-        self.blocks = nn.Sequential(*blocks)
-        self.head = nn.Linear(cin, num_classes)
+        outs = [width * 2**stage for stage in range(3) for _ in range((depth - 2) // 6)]  # n blocks of w, 2w, 4w
+        self.blocks = nn.Sequential(*[BasicBlock(a, b, 1 if a == b else 2) for a, b in zip([width, *outs], outs)])
+        self.head = nn.Linear(4 * width, num_classes)
         self.config = dict(
             kind="SmallResNet", depth=depth, width=width, in_channels=in_channels, num_classes=num_classes
         )
@@ -50,17 +44,14 @@ class SmallResNet(nn.Module):
         return self.head(self.blocks(self.stem(x)).mean(dim=(2, 3)))
 
 
-# One spelling for the small ResNet everywhere (a CNN baseline, a hybrid's stem): 'ResNet-<6n+2>[-w<width>]'; the
-# names of torchvision's ResNets ('resnet18' ... 'resnet152') for large images.
+# One spelling for the small ResNet everywhere (a baseline, a hybrid's stem), and torchvision's names for large images.
 _SMALL = re.compile(r"^ResNet-(\d+)(?:-w(\d+))?$")
 TORCHVISION_RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 
 
 def parse_small_resnet(name: str) -> tuple[int, int] | None:
-    """'ResNet-8' -> (8, 16), 'ResNet-20-w32' -> (20, 32); None for any other name. A depth that is not 6n+2 or a
-    width below 1 is an error."""
-    m = _SMALL.match(name or "")
-    if not m:
+    """'ResNet-8' -> (8, 16), 'ResNet-20-w32' -> (20, 32); None for another name; an error for a bad depth or width."""
+    if not (m := _SMALL.match(name or "")):
         return None
     depth, width = int(m[1]), int(m[2] or 16)
     if (depth - 2) % 6 or depth < 8:
@@ -77,28 +68,27 @@ def small_resnet_name(depth: int, width: int | None = None) -> str:
     return name
 
 
-def torchvision_resnet_name(depth: int) -> str | None:
-    """'resnet50' for 50, and so on for torchvision's ResNets; None for another depth."""
-    name = f"resnet{depth}"
-    return name if name in TORCHVISION_RESNETS else None
-
-
 def is_cnn_name(name: str) -> bool:
     return name in TORCHVISION_RESNETS or bool(_SMALL.match(name or ""))
 
 
+def torchvision_resnet(name: str, in_channels: int = 3, num_classes: int = 1000) -> nn.Module:
+    """torchvision's ResNet `name`, randomly initialised, its first convolution taking `in_channels` channels."""
+    net = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
+    if in_channels != 3:
+        net.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+    return net
+
+
 def create_cnn(name: str, num_classes: int, in_channels: int = 3) -> nn.Module:
     """'ResNet-8', 'ResNet-20-w32' (small, for 28/32 px) or a torchvision name such as 'resnet18', 'resnet50'."""
-    small = parse_small_resnet(name)
-    if small:
+    if small := parse_small_resnet(name):
         return SmallResNet(*small, in_channels, num_classes)
     if name not in TORCHVISION_RESNETS:
         raise ValueError(
             f"unknown CNN {name!r}: use 'ResNet-<6n+2>[-w<width>]' (e.g. ResNet-8, ResNet-20-w32) or a "
             f"torchvision ResNet ({', '.join(TORCHVISION_RESNETS)})."
         )
-    net = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
-    if in_channels != 3:
-        net.conv1 = nn.Conv2d(in_channels, 64, 7, 2, 3, bias=False)
+    net = torchvision_resnet(name, in_channels, num_classes)
     net.config = dict(kind="torchvision", name=name, in_channels=in_channels, num_classes=num_classes)
     return net

@@ -1,10 +1,4 @@
-"""The configuration of a ViT: one frozen dataclass, the variants of Table 1 and their names ('ViT-B/16').
-
-`ViTConfig` is the single description of a model: `build_vit(config)` builds it, `vitlib.analysis.cost` counts its
-FLOPs from it, the converters fill it from other libraries' weights, and a checkpoint stores `config.to_dict()`. It
-never changes: another resolution or head is a new config (`config.replace(image_size=384)`). How the model runs
-(fused attention, E as a convolution) is not part of it.
-"""
+"""`ViTConfig`, the one frozen description of a model (built, costed, converted, checkpointed); Table 1, its names."""
 
 from __future__ import annotations
 
@@ -13,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..utils import pair
-from .cnn import small_resnet_name, torchvision_resnet_name
+from .cnn import TORCHVISION_RESNETS, small_resnet_name
 from .patches import check_patch_size
 
 POS_EMBED_KINDS = ("learned", "none", "learned2d", "sincos2d", "relative")
@@ -31,12 +25,6 @@ VARIANTS = {
 }
 _ALIASES = {"Tiny": "Ti", "Small": "S", "Base": "B", "Large": "L", "Huge": "H"}
 _NAME = re.compile(r"^(?:R(?P<cnn>\d+)(?:-w(?P<width>\d+))?\+)?ViT-(?P<size>[A-Za-z]+)/(?P<patch>\d+)$")
-
-
-def check_pos_embed(kind: str) -> str:
-    if kind not in POS_EMBED_KINDS:
-        raise ValueError(f"unknown position embedding {kind!r}: choose one of {', '.join(POS_EMBED_KINDS)}.")
-    return kind
 
 
 def check_heads(dim: int, heads: int) -> None:
@@ -83,18 +71,15 @@ class ViTConfig:
         if self.pool == "cls" and not self.class_token:
             raise ValueError("pool='cls' needs the [class] token: set class_token=True or pool='gap'.")
         check_heads(self.dim, self.heads)
-        check_pos_embed(self.pos_embed)
+        if self.pos_embed not in POS_EMBED_KINDS:
+            raise ValueError(
+                f"unknown position embedding {self.pos_embed!r}: choose one of {', '.join(POS_EMBED_KINDS)}."
+            )
         if self.hybrid is None:
             check_patch_size(self.image_size, self.patch_size)
 
-    @property
-    def size(self) -> tuple[int, int]:
-        """(H, W)."""
-        return pair(self.image_size)
-
-    @property
-    def num_prefix_tokens(self) -> int:
-        return 1 if self.class_token else 0
+    size = property(lambda self: pair(self.image_size), doc="(H, W)")
+    num_prefix_tokens = property(lambda self: 1 if self.class_token else 0)
 
     @property
     def variant(self) -> str | None:
@@ -119,34 +104,29 @@ class ViTConfig:
     def from_dict(cls, values: dict) -> ViTConfig:
         """The config `to_dict` wrote; an unknown key is an error that names it."""
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
+        if unknown := sorted(set(values) - known):
             raise ValueError(f"not ViTConfig options: {unknown}; the options are {sorted(known)}.")
         return cls(**values)
 
 
 def parse_name(name: str) -> dict:
-    """'ViT-B/16' -> Table 1's B with P=16: dim, depth, heads, mlp_dim, patch_size (and hybrid for a hybrid name).
-
-    'R50+ViT-B/16' is the hybrid with torchvision's ResNet-50 stages up to total stride 16; 'R8+ViT-Micro/4' (or
-    'R8-w8+...', width 8) a small CIFAR-design ResNet-8 (vitlib.model.cnn) up to stride 4, for 28/32 px images."""
+    """'ViT-B/16' -> Table 1's B with P=16 as ViTConfig options; 'R50+ViT-B/16' the hybrid on torchvision's ResNet-50
+    (stride 16), 'R8+ViT-Micro/4' (or 'R8-w8+...', width 8) on a small ResNet-8 (vitlib.model.cnn), stride 4."""
     m = _NAME.match(name.strip())
     size = _ALIASES.get(m["size"], m["size"]) if m else None
     if not m or size not in VARIANTS:
         raise ValueError(
-            f"unknown model variant {name!r}: use 'ViT-<size>/<patch>' with size one of "
-            f"{', '.join(VARIANTS)} (e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16' / "
-            f"'R8+ViT-Micro/4'."
+            f"unknown model variant {name!r}: use 'ViT-<size>/<patch>' with size one of {', '.join(VARIANTS)} "
+            f"(e.g. 'ViT-B/16', 'ViT-Micro/4'), or a hybrid 'R50+ViT-B/16' / 'R8+ViT-Micro/4'."
         )
     out = dict(VARIANTS[size], patch_size=int(m["patch"]))
     if m["cnn"]:
         depth, width = int(m["cnn"]), int(m["width"]) if m["width"] else None
-        tv = torchvision_resnet_name(depth)
-        out["hybrid"] = tv if tv and width is None else small_resnet_name(depth, width)
+        tv = f"resnet{depth}"  # torchvision's ResNet of that depth, if there is one
+        out["hybrid"] = tv if tv in TORCHVISION_RESNETS and width is None else small_resnet_name(depth, width)
     return out
 
 
 def heads_for_width(dim: int) -> int | None:
-    """The number of heads Table 1 (and DeiT's Ti) gives a width (192 -> 3, 768 -> 12, ...), or None for another
-    width (the course's own sizes are not guessed)."""
+    """The heads Table 1 (and DeiT's Ti) gives a width (192 -> 3, 768 -> 12, ...), or None for another width."""
     return {VARIANTS[k]["dim"]: VARIANTS[k]["heads"] for k in ("Ti", "S", "B", "L", "H")}.get(dim)

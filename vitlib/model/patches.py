@@ -1,5 +1,5 @@
-"""Cutting an image into a sequence of flattened patches and back (section 3.1: x in R^{H x W x C} ->
-x_p in R^{N x (P^2 C)}), and per-patch embeddings resampled to another patch grid (section 3.2)."""
+"""An image as a sequence of flattened patches and back (section 3.1: x in R^{H x W x C} -> x_p in R^{N x (P^2 C)}),
+and per-patch embeddings resampled to another patch grid (section 3.2)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The variants of the ViT that one notebook each studies, beside the paper's (`vitlib.model.vit`): position
-embeddings in 2D, fixed sine-cosine or relative (appendix D.4, notebook 09), the original Transformer's post-LN block
-(04, 11) and a CNN stem (the hybrid, `vitlib.model.hybrid`; 13). Each is a small class of its own; `VariantViT` puts
-those its config names in place of the paper's pieces, and `build_vit` builds whichever a config asks for.
-"""
+"""The variants one notebook each studies: E_pos in 2D, sine-cosine or relative (appendix D.4, notebook 09), post-LN
+(04, 11), a CNN stem (13), put in place of the paper's pieces by `VariantViT`; `build_vit`, `create_model`."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ViTConfig
+from .config import ViTConfig, parse_name
 from .hybrid import HybridEmbedding, hybrid_stem
 from .vit import EncoderBlock, MultiHeadSelfAttention, VisionTransformer
 
@@ -27,8 +24,7 @@ def sincos_2d(grid: tuple[int, int], dim: int, temperature: float = 10000.0) -> 
 
 
 class LearnedPosition2D(nn.Module):
-    """2D E_pos: a learned Y-embedding per row and X-embedding per column (D/2 each), concatenated per patch; the
-    [class] token's row its own. forward() -> E_pos (1, prefix + N, D)."""
+    """2D E_pos: learned Y (per row) and X (per column) embeddings, D/2 each, concatenated; a [class] row of its own."""
 
     def __init__(self, *, grid: tuple[int, int], dim: int, num_prefix_tokens: int = 1):
         super().__init__()
@@ -71,8 +67,7 @@ class SinCosPosition2D(nn.Module):
 
 
 class RelativePosition(nn.Module):
-    """1D relative attention (appendix D.4): one learned key embedding per offset i - j, whose logits q_i . r_{i-j}
-    are added to the content logits before the softmax."""
+    """1D relative attention (appendix D.4): a learned r per offset i - j; q_i . r_{i-j} joins the logits."""
 
     def __init__(self, *, num_tokens: int, head_dim: int):
         super().__init__()
@@ -89,9 +84,8 @@ class RelativePosition(nn.Module):
 
     @torch.no_grad()
     def resize(self, old_grid: tuple[int, int], new_grid: tuple[int, int], prefix: int) -> None:
-        """For a new patch grid (section 3.2): each new offset, split into rows and columns of the new grid (the
-        nearest row), is scaled to the old grid (rows by H/H', columns by W/W') and read from the old table by linear
-        interpolation. The same grid gives the same table; the [class] token's offsets follow the same rule."""
+        """A new patch grid (section 3.2): each new offset, split into rows (the nearest) and columns of the new grid,
+        is scaled to the old grid and read from the old table linearly (the same grid: the same table)."""
         (h, w), (h2, w2) = old_grid, new_grid
         num_tokens = h2 * w2 + prefix
         new = torch.arange(-(num_tokens - 1), num_tokens, dtype=torch.float64, device=self.table.device)
@@ -119,8 +113,7 @@ class RelativeAttention(MultiHeadSelfAttention):
 
 
 class PostNormEncoderBlock(EncoderBlock):
-    """The original Transformer's post-LN block (Vaswani et al. 2017), LN(x + Sublayer(x)), for comparison: the same
-    modules and weights as `EncoderBlock`, in another order (`norm_first=False` in the config)."""
+    """The original Transformer's post-LN block, LN(x + Sublayer(x)): `EncoderBlock`'s modules in another order."""
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         z = self.norm1(z + self.drop_path(self.drop(self.attn(z))))
@@ -128,8 +121,7 @@ class PostNormEncoderBlock(EncoderBlock):
 
 
 class VariantViT(VisionTransformer):
-    """The ViT with the variants its config names in place of the paper's pieces: E_pos ('learned2d', 'sincos2d',
-    'relative'), the block (norm_first=False) and the patch embedding (hybrid); eq. (1)-(4) are the paper's."""
+    """The ViT with the variants its config names in place of the paper's pieces (E_pos, the block, E)."""
 
     def make_patch_embed(self, c: ViTConfig, conv: bool) -> nn.Module:
         if not c.hybrid:
@@ -140,26 +132,20 @@ class VariantViT(VisionTransformer):
         )
 
     def make_pos_embed(self, c: ViTConfig) -> None:
-        kinds = {"learned2d": LearnedPosition2D, "sincos2d": SinCosPosition2D}
+        kind = {"learned2d": LearnedPosition2D, "sincos2d": SinCosPosition2D}.get(c.pos_embed)
         self.pos_embed, self.pos_embed_2d = None, None
-        if c.pos_embed in kinds:
-            self.pos_embed_2d = kinds[c.pos_embed](
-                grid=self.patch_embed.grid, dim=c.dim, num_prefix_tokens=c.num_prefix_tokens
-            )
+        if kind:
+            self.pos_embed_2d = kind(grid=self.patch_embed.grid, dim=c.dim, num_prefix_tokens=c.num_prefix_tokens)
         elif c.pos_embed != "relative":  # relative: nothing added to the tokens (the attention has it)
             super().make_pos_embed(c)
 
     def position_embedding(self) -> torch.Tensor | None:
         return self.pos_embed if self.pos_embed_2d is None else self.pos_embed_2d()
 
-    def make_block(self, c: ViTConfig, i: int, fused: bool, block: type = EncoderBlock) -> nn.Module:
-        return super().make_block(c, i, fused, block if c.norm_first else PostNormEncoderBlock)
-
-    def make_attention(self, c: ViTConfig, i: int, fused: bool) -> nn.Module:
-        if c.pos_embed != "relative":
-            return super().make_attention(c, i, fused)
-        options = dict(dim=c.dim, heads=c.heads, qkv_bias=c.qkv_bias, attn_dropout=c.attn_dropout, fused=fused)
-        return RelativeAttention(num_tokens=self.num_patches + c.num_prefix_tokens, **options)
+    def make_block(self, c: ViTConfig, i: int, fused: bool) -> nn.Module:
+        block = EncoderBlock if c.norm_first else PostNormEncoderBlock
+        relative = dict(attn=RelativeAttention, num_tokens=self.num_patches + c.num_prefix_tokens)
+        return super().make_block(c, i, fused, block, **(relative if c.pos_embed == "relative" else {}))
 
     def resize_pos_embed(self, old_grid: tuple[int, int], grid: tuple[int, int], mode: str) -> None:
         super().resize_pos_embed(old_grid, grid, mode)
@@ -171,6 +157,13 @@ class VariantViT(VisionTransformer):
 
 
 def build_vit(config: ViTConfig, **execution) -> VisionTransformer:
-    """The model of `config`: the paper's ViT, or `VariantViT` when the config names a variant. `execution`:
-    `fused`, `conv_patch_embed` (how it runs, not what it computes)."""
+    """The model of `config`: the paper's ViT, or `VariantViT` for a variant. `execution`: fused, conv_patch_embed."""
     return (VariantViT if config.variant else VisionTransformer)(config, **execution)
+
+
+def create_model(
+    name: str, num_classes=1000, image_size=224, in_channels=3, *, fused=True, conv_patch_embed=True, **overrides
+) -> VisionTransformer:
+    """Table 1's variant `name`, P from the name ('ViT-B/16', 'R50+ViT-B/16', 'ViT-Micro/4'); `overrides`: options."""
+    options = {**parse_name(name), "num_classes": num_classes, "image_size": image_size, "in_channels": in_channels}
+    return build_vit(ViTConfig(**{**options, **overrides}), fused=fused, conv_patch_embed=conv_patch_embed)

@@ -1,8 +1,6 @@
-"""The Vision Transformer of section 3.1, top to bottom: the patch embedding E, eq. (1) with the [class] token and
-E_pos, multi-head self-attention (appendix A), the MLP, the pre-LN block (eq. 2-3), the final LN and y (eq. 4), the
-head. Parameter names are timm's (`cls_token`, `pos_embed`, `patch_embed.proj`, `blocks.N.attn.qkv`, `norm`, `head`),
-so timm's weights load as they are. The variants one notebook each studies are in `vitlib.model.variants`.
-"""
+"""The Vision Transformer of section 3.1, top to bottom: E, eq. (1) with the [class] token and E_pos, MSA (appendix
+A), the MLP, the pre-LN block (eq. 2-3), y (eq. 4), the head. Parameter names are timm's, so its weights load as they
+are; the variants one notebook each studies are in `vitlib.model.variants`."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ from .patches import check_patch_size, patchify, resample_pos_embed
 
 
 class PatchEmbedding(nn.Module):
-    """x_p E (eq. 1): each P x P patch flattened and projected to D, (B, C, H, W) -> (B, N, D). E is stored as timm's
-    Conv2d with kernel = stride = P; `conv=False` applies it as the linear map of the paper to `patchify`'s patches
-    (the same numbers: a choice of execution, not of the model)."""
+    """x_p E (eq. 1): each P x P patch flattened and projected to D, (B, C, H, W) -> (B, N, D). E is stored as a Conv2d
+    with kernel = stride = P; `conv=False` applies it as the linear map to `patchify`'s patches (same result)."""
 
     def __init__(self, *, image_size, patch_size: int, in_channels: int, dim: int, conv: bool = True):
         super().__init__()
@@ -59,8 +56,7 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, bias: torch.Tensor | Non
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """MSA (eq. 5-8): softmax(q k^T / sqrt(D_h)) v for each head, then U_msa. Through F.scaled_dot_product_attention
-    when `fused` (a choice of execution), else written out; inside `record_attention` written out, A kept."""
+    """MSA (eq. 5-8): softmax(q k^T / sqrt(D_h)) v per head, then U_msa; fused unless `fused=False` or recording."""
 
     def __init__(self, *, dim: int, heads: int, qkv_bias: bool = True, attn_dropout: float = 0.0, fused: bool = True):
         super().__init__()
@@ -71,7 +67,7 @@ class MultiHeadSelfAttention(nn.Module):
         self.recorded: list[torch.Tensor] | None = None  # set by record_attention
 
     def logit_bias(self, q: torch.Tensor) -> torch.Tensor | None:
-        """Logits added to q k^T / sqrt(D_h) before the softmax: none here (relative attention adds some)."""
+        """Logits added before the softmax: none here (relative attention adds some)."""
         return None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -89,8 +85,7 @@ class MultiHeadSelfAttention(nn.Module):
 
 @contextmanager
 def record_attention(module: nn.Module) -> Iterator[list[torch.Tensor]]:
-    """Within the block, every MultiHeadSelfAttention in `module` writes its attention out and appends its weights A
-    (B, heads, N, N) to the list this yields, in the order they run."""
+    """Within the block, every MultiHeadSelfAttention in `module` appends its A (B, heads, N, N) to the yielded list."""
     weights: list[torch.Tensor] = []
     layers = [m for m in module.modules() if isinstance(m, MultiHeadSelfAttention)]
     before = [layer.recorded for layer in layers]
@@ -133,7 +128,6 @@ class EncoderBlock(nn.Module):
     """One pre-LN block: z'_l = MSA(LN(z_{l-1})) + z_{l-1} (eq. 2), z_l = MLP(LN(z'_l)) + z'_l (eq. 3)."""
 
     def __init__(self, *, dim: int, heads: int, mlp_dim: int, dropout=0.0, drop_path=0.0, attn=None, **msa_options):
-        """`msa_options` (qkv_bias, attn_dropout, fused) go to MultiHeadSelfAttention; `attn`: another attention."""
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = attn or MultiHeadSelfAttention(dim=dim, heads=heads, **msa_options)
@@ -147,18 +141,14 @@ class EncoderBlock(nn.Module):
 
 
 class VisionTransformer(nn.Module):
-    """z0 = [x_class; x_p E] + E_pos (1); L pre-LN blocks (2, 3); y = LN(z_L^0) (4); then the head.
-
-    Built from a `ViTConfig` or its options (`VisionTransformer(image_size=28, ...)`; options beside a config replace
-    its values). `fused` and `conv_patch_embed` choose how attention and E run, not what they compute. A config that
-    names a variant (2D / relative E_pos, post-LN, a CNN stem) builds with `vitlib.build_vit` or `create_model`."""
+    """z0 = [x_class; x_p E] + E_pos (1); L pre-LN blocks (2, 3); y = LN(z_L^0) (4); then the head. From a `ViTConfig`
+    and/or its options; `fused`, `conv_patch_embed`: how attention and E run. Variants build with `build_vit`."""
 
     def __init__(
         self, config: ViTConfig | None = None, *, fused: bool = True, conv_patch_embed: bool = True, **options
     ):
         super().__init__()
-        config = ViTConfig(**options) if config is None else config.replace(**options) if options else config
-        self.config = c = config
+        self.config = c = ViTConfig(**options) if config is None else config.replace(**options) if options else config
         if type(self) is VisionTransformer and c.variant:
             raise ValueError(
                 f"{c.variant} is a variant (vitlib.model.variants): build it with vitlib.build_vit(config)."
@@ -183,20 +173,11 @@ class VisionTransformer(nn.Module):
         n = c.num_prefix_tokens + self.num_patches
         self.pos_embed = nn.Parameter(torch.randn(1, n, c.dim) * 0.02) if c.pos_embed == "learned" else None
 
-    def make_block(self, c: ViTConfig, i: int, fused: bool, block: type = EncoderBlock) -> nn.Module:
-        return block(
-            dim=c.dim,
-            heads=c.heads,
-            mlp_dim=c.mlp_dim,
-            attn=self.make_attention(c, i, fused),
-            dropout=c.dropout,
-            drop_path=c.drop_path * i / max(c.depth - 1, 1),
-        )
-
-    def make_attention(self, c: ViTConfig, i: int, fused: bool) -> nn.Module:
-        return MultiHeadSelfAttention(
-            dim=c.dim, heads=c.heads, qkv_bias=c.qkv_bias, attn_dropout=c.attn_dropout, fused=fused
-        )
+    def make_block(self, c: ViTConfig, i: int, fused: bool, block=EncoderBlock, attn=MultiHeadSelfAttention, **extra):
+        """Block i, its stochastic depth growing linearly with i; `extra`: options of the attention class `attn`."""
+        msa = attn(dim=c.dim, heads=c.heads, qkv_bias=c.qkv_bias, attn_dropout=c.attn_dropout, fused=fused, **extra)
+        drop_path = c.drop_path * i / max(c.depth - 1, 1)
+        return block(dim=c.dim, heads=c.heads, mlp_dim=c.mlp_dim, attn=msa, dropout=c.dropout, drop_path=drop_path)
 
     @torch.no_grad()
     def init_weights(self) -> None:
@@ -258,8 +239,7 @@ class VisionTransformer(nn.Module):
         return self.transformer(self.embed(self.patch_embed(images)))
 
     def forward_head(self, tokens: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        """Eq. (4): y = LN(z_L^0), the [class] token (or with pool 'gap' the mean of the patch tokens), from
-        forward_features' tokens; then the head's logits (B, K), or y itself (B, D) when `pre_logits`."""
+        """Eq. (4): y = LN(z_L^0) (pool 'gap': the patch tokens' mean); the logits (B, K), or y when `pre_logits`."""
         y = tokens[:, 0] if self.pool == "cls" else tokens[:, self.num_prefix_tokens :].mean(dim=1)
         return y if pre_logits else self.head(self.pre_logits(y))
 
@@ -269,16 +249,14 @@ class VisionTransformer(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
-        """Every layer's attention weights softmax(q k^T / sqrt(D_h)), each (B, heads, L, L), from one forward pass
-        with the attention written out (`record_attention`)."""
+        """Every layer's attention weights A, each (B, heads, L, L), from one forward pass (`record_attention`)."""
         with record_attention(self.blocks) as weights:
             self.forward_features(images)
         return weights
 
     @torch.no_grad()
     def set_image_size(self, image_size, mode: str = "bicubic") -> None:
-        """Fine-tune at another resolution (section 3.2): keep P, resample E_pos to the new patch grid in 2D (`mode`,
-        as `resample_pos_embed`); the model gets a new config with the new image size."""
+        """Fine-tune at another resolution (section 3.2): keep P, resample E_pos in 2D to the new grid; a new config."""
         size, old_grid = pair(image_size, "image_size"), tuple(self.patch_embed.grid)
         self.patch_embed.resize(size)  # the new grid, checked (a hybrid refuses)
         self.resize_pos_embed(old_grid, tuple(self.patch_embed.grid), mode)

@@ -1,14 +1,11 @@
-"""DINO (Caron et al. 2021, "Emerging Properties in Self-Supervised Vision Transformers"; beyond the ViT paper, the
-seeds' pointer): self-distillation with no labels. A student ViT learns to give, for one view of an image, the same
-distribution over K prototypes as a momentum teacher gives for another view of it:
+"""DINO (Caron et al. 2021; beyond the ViT paper): self-distillation without labels. A student ViT learns to give for
+one view of an image the distribution over K prototypes that a momentum teacher gives for another view:
 
     loss = mean over pairs (teacher view t != student view s) of H(P_t, P_s),
     P_t = softmax((g_teacher(x_t) - c) / tau_t),   log P_s = log_softmax(g_student(x_s) / tau_s)
 
-The teacher gets no gradient: its weights are an exponential moving average of the student's (momentum 0.996 -> 1,
-cosine), c is a moving average of the teacher's outputs (centring), and tau_t < tau_s sharpens the teacher. The paper
-writes the sum over pairs; the official code divides it by the number of pairs, as here (only the scale differs).
-The training step (views, optimiser, schedules) is in `course.dino`."""
+The teacher is an EMA of the student (momentum 0.996 -> 1, cosine), c a moving average of its outputs (centring),
+tau_t < tau_s sharpens it. The training step (views, optimiser, schedules) is in `course.dino`."""
 
 from __future__ import annotations
 
@@ -30,14 +27,11 @@ class DINOHead(nn.Module):
     def __init__(self, dim: int, prototypes: int = 256, hidden: int = 256, bottleneck: int = 64, layers: int = 3):
         super().__init__()
         sizes = [dim] + [hidden] * (layers - 1) + [bottleneck]
-        mlp = []
-        for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            mlp += [nn.Linear(a, b)] + ([nn.GELU()] if i < len(sizes) - 2 else [])
-        self.mlp = nn.Sequential(*mlp)
-        for m in self.mlp:
-            if isinstance(m, nn.Linear):
-                nn.init.trunc_normal_(m.weight, std=0.02)
-                nn.init.zeros_(m.bias)
+        linears = [nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
+        self.mlp = nn.Sequential(*[m for linear in linears[:-1] for m in (linear, nn.GELU())], linears[-1])
+        for linear in linears:
+            nn.init.trunc_normal_(linear.weight, std=0.02)
+            nn.init.zeros_(linear.bias)
         self.last = nn.utils.parametrizations.weight_norm(nn.Linear(bottleneck, prototypes, bias=False))
         self.last.parametrizations.weight.original0.data.fill_(1.0)  # the norm g of every prototype: 1
         self.last.parametrizations.weight.original0.requires_grad = False
@@ -49,8 +43,7 @@ class DINOHead(nn.Module):
 def dino_loss(
     student: list[torch.Tensor], teacher: list[torch.Tensor], centre: torch.Tensor, tau_s: float, tau_t: float
 ) -> torch.Tensor:
-    """The mean over view pairs (i != j) of the cross-entropy between the centred, sharpened teacher distribution of
-    view i and the student's of view j (the teacher's outputs are detached)."""
+    """The mean over view pairs (i != j) of H(teacher's centred, sharpened P of view i, student's P of view j)."""
     targets = [F.softmax((t.detach() - centre) / tau_t, dim=-1) for t in teacher]
     terms = [
         soft_cross_entropy(s / tau_s, p).mean() for i, p in enumerate(targets) for j, s in enumerate(student) if i != j
@@ -71,21 +64,9 @@ def teacher_momentum(step: int, total_steps: int, base: float = 0.996) -> float:
     return 1 - (1 - base) * (math.cos(math.pi * step / max(1, total_steps)) + 1) / 2
 
 
-def entropies(logits: torch.Tensor, centre: torch.Tensor, tau: float) -> tuple[float, float]:
-    """(entropy of the batch-mean distribution, mean per-image entropy), in nats, of softmax((logits - c) / tau):
-    both near 0 = every image on one prototype; both near log K = uniform outputs; healthy: the first high, the
-    second low."""
-    p = F.softmax((logits.float() - centre) / tau, dim=-1)
-    mean_p = p.mean(0)
-    h_mean = -(mean_p * mean_p.clamp_min(1e-12).log()).sum().item()
-    h_each = -(p * p.clamp_min(1e-12).log()).sum(-1).mean().item()
-    return h_mean, h_each
-
-
 class DINO(nn.Module):
-    """Student (ViT + head) and momentum teacher (a frozen copy). forward(views) -> (loss, teacher outputs); the
-    first `n_global` views go through the teacher, all of them through the student. The centre moves in training
-    mode; `centring=False` or tau_t = tau_s switch off a half of the recipe, to watch the collapse it prevents."""
+    """Student (ViT + head) and momentum teacher (a frozen copy). forward(views) -> (loss, teacher outputs), the first
+    `n_global` views through the teacher; `centring=False` or tau_t = tau_s switch off a half of the recipe."""
 
     objective_name = "dino"
 
@@ -132,8 +113,4 @@ class DINO(nn.Module):
     @torch.no_grad()
     def update_teacher(self, momentum: float) -> None:
         """theta_t <- m theta_t + (1 - m) theta_s (after the student's optimizer step)."""
-        torch._foreach_lerp_(
-            [p.detach() for p in self.teacher_parameters()],
-            [p.detach() for p in self.student_parameters()],
-            1 - momentum,
-        )
+        torch._foreach_lerp_(self.teacher_parameters(), self.student_parameters(), 1 - momentum)

@@ -1,6 +1,5 @@
-"""Masked autoencoder (He et al. 2021, "Masked Autoencoders Are Scalable Vision Learners"; the seeds' pointer after
-section 4.6): hide 75% of the patches, encode only the visible ones with the ViT, and let a light decoder, given
-the encoded patches and a shared [mask] token at every hidden position, reconstruct the hidden patches' pixels."""
+"""Masked autoencoder (He et al. 2021; beyond section 4.6): hide 75% of the patches, encode only the visible ones with
+the ViT, and let a light decoder, given them and a [mask] token at every hidden place, reconstruct the hidden pixels."""
 
 from __future__ import annotations
 
@@ -12,19 +11,17 @@ from ..model import EncoderBlock, VisionTransformer, patchify, sincos_2d, unpatc
 
 
 def random_masking(batch: int, n: int, ratio: float, generator: torch.Generator | None = None, device=None):
-    """Per image, keep a random (1 - ratio) share of the N patches: (keep (B, K) indices in ascending order,
-    mask (B, N) bool, True = hidden)."""
+    """Per image, keep a random (1 - ratio) of the N patches: (keep (B, K) ascending indices, mask (B, N) hidden)."""
     k = max(1, round(n * (1 - ratio)))
     where = generator.device if generator is not None else device  # without a generator, draw where the data is
     keep = torch.rand(batch, n, generator=generator, device=where).argsort(dim=1)[:, :k].sort(dim=1).values
-    mask = torch.ones(batch, n, dtype=torch.bool, device=where)
-    mask.scatter_(1, keep, False)
+    mask = torch.ones(batch, n, dtype=torch.bool, device=where).scatter_(1, keep, False)
     return keep.to(device), mask.to(device)
 
 
 class MAE(nn.Module):
-    """forward(images) -> (loss, prediction (B, N, P^2 C), mask (B, N)); the loss is the MSE on the hidden patches
-    only, on per-patch normalised pixels when `norm_pix` (MAE's default)."""
+    """forward(images) -> (loss, prediction (B, N, P^2 C), mask (B, N)): the MSE on the hidden patches (`norm_pix`:
+    per-patch normalised pixels)."""
 
     objective_name = "mae"  # what vitlib.objectives trains it with
 
@@ -42,9 +39,8 @@ class MAE(nn.Module):
             raise ValueError(f"mask ratio must be between 0 and 1 (MAE uses 0.75), got {ratio}.")
         if vit.position_embedding() is None:
             raise ValueError(
-                f"MAE drops hidden patches before the encoder, so each kept token needs its own absolute "
-                f"E_pos: build the ViT with pos_embed 'learned', 'learned2d' or 'sincos2d', not "
-                f"{vit.config.pos_embed!r}."
+                f"MAE drops hidden patches before the encoder, so each kept token needs its own absolute E_pos: "
+                f"build the ViT with pos_embed 'learned', 'learned2d' or 'sincos2d', not {vit.config.pos_embed!r}."
             )
         if vit.config.hybrid:
             raise ValueError("MAE hides pixel patches: use a pure ViT, not a hybrid.")
@@ -62,8 +58,7 @@ class MAE(nn.Module):
         self.decoder_pred = nn.Linear(decoder_dim, p * p * c)
 
     def encode(self, images: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """The ViT's own pieces on the kept patches only, each with its own E_pos, and the [class] token with its
-        own: (B, prefix + K, D)."""
+        """The ViT on the kept patches only and the [class] token, each with its own E_pos: (B, prefix + K, D)."""
         vit = self.vit
         vit.check_input(images)
         x, pos, prefix = vit.patch_embed(images), vit.position_embedding(), vit.num_prefix_tokens  # x_p E, E_pos
@@ -73,8 +68,7 @@ class MAE(nn.Module):
         return vit.transformer(z)
 
     def decode(self, latent: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """Encoded kept patches + [mask] at the hidden places, decoder E_pos (fixed sin-cos), blocks -> pixels per
-        patch."""
+        """Encoded kept patches + [mask] at the hidden places + sin-cos E_pos, the blocks -> pixels per patch."""
         b, n = len(latent), self.grid[0] * self.grid[1]
         x = self.decoder_embed(latent[:, self.vit.num_prefix_tokens :])
         full = self.mask_token.to(x.dtype).expand(b, n, -1).clone()
@@ -98,8 +92,8 @@ class MAE(nn.Module):
 
     @torch.no_grad()
     def reconstruct(self, images: torch.Tensor, generator: torch.Generator | None = None):
-        """(masked input, reconstruction, reconstruction with the visible patches pasted in), each (B, C, H, W) in
-        the input's scale; with norm_pix the predicted patches are given back each hidden patch's own mean and std."""
+        """(masked input, reconstruction, reconstruction with the visible patches pasted in), (B, C, H, W) each, in the
+        input's scale (with norm_pix: each hidden patch's own mean and std)."""
         _, pred, mask = self.forward(images, generator)
         patches = patchify(images, self.patch_size)
         if self.norm_pix:

@@ -23,16 +23,9 @@ def mean_colour_targets(images: torch.Tensor, patch_size: int, bits: int = 3) ->
 
 
 def corruption_plan(
-    batch: int,
-    n: int,
-    ratio: float = 0.5,
-    mask: float = 0.8,
-    random: float = 0.1,
-    generator: torch.Generator | None = None,
-    device=None,
+    batch: int, n: int, ratio=0.5, mask=0.8, random=0.1, generator: torch.Generator | None = None, device=None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which patches are corrupted and how: (corrupted (B, N) bool with round(ratio N) True per image,
-    kind (B, N) int8: 0 kept, 1 [mask], 2 random other patch, 3 corrupted but kept as it is)."""
+    """(corrupted (B, N), round(ratio N) per image; kind (B, N) int8: 0 kept, 1 [mask], 2 another patch, 3 left)."""
     k = round(ratio * n)
     where = generator.device if generator is not None else device  # without a generator, draw where the data is
     rank = torch.rand(batch, n, generator=generator, device=where).argsort(dim=1).argsort(dim=1)
@@ -44,27 +37,17 @@ def corruption_plan(
 
 
 class MaskedPatchPrediction(nn.Module):
-    """Wraps a VisionTransformer; forward(images) -> (loss, accuracy on the corrupted patches).
-
-    `mean` / `std` undo the loader's normalisation so the colour targets are computed on [0, 1] pixels."""
+    """Wraps a ViT; forward(images) -> (loss, accuracy on the corrupted patches). `mean` / `std` undo the loader's
+    normalisation: the colour targets are computed on [0, 1] pixels."""
 
     objective_name = "mpp"  # what vitlib.objectives trains it with
 
-    def __init__(
-        self,
-        vit: VisionTransformer,
-        ratio: float = 0.5,
-        mask: float = 0.8,
-        random: float = 0.1,
-        bits: int = 3,
-        mean=(0.0,),
-        std=(1.0,),
-    ):
+    def __init__(self, vit: VisionTransformer, ratio=0.5, mask=0.8, random=0.1, bits=3, mean=(0.0,), std=(1.0,)):
         super().__init__()
         if not 0 < ratio <= 1 or mask < 0 or random < 0 or mask + random > 1:
             raise ValueError(
-                f"need 0 < ratio <= 1 and mask + random <= 1 (the rest are kept), got ratio={ratio}, "
-                f"mask={mask}, random={random}."
+                f"need 0 < ratio <= 1 and mask + random <= 1 (the rest are kept), got ratio={ratio}, mask={mask}, "
+                f"random={random}."
             )
         if vit.config.hybrid:
             raise ValueError("masked patch prediction corrupts pixel patches: use a pure ViT, not a hybrid.")

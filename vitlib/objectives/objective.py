@@ -1,17 +1,14 @@
-"""What a training run minimises, behind one small interface that the loop and the evaluation call:
+"""What a training run minimises, behind one interface that the loop and the evaluation call:
 
     objective = get_objective("classify", label_smoothing=0.1)     # or "mae", "mpp", "token"
     loss, correct, logits = objective.loss(net, images, labels)    # correct / logits: None where there are none
 
-Classification is the cross-entropy of the model's logits; the self-supervised objectives (MAE, the paper's masked
-patch prediction) are models that wrap the ViT and return their own loss, and never read a label; token labelling
-wraps a classifier ViT and a teacher, and returns its loss given the labels. The model says which objective it is
-trained with (`objective_name`, MAE, MaskedPatchPrediction and TokenLabelling set it; any other model is a
-classifier), so a run cannot train a model with the wrong one.
-"""
+The other objectives are models that wrap the ViT and return their own loss; a model names its objective
+(`objective_name`; none: a classifier), so a run cannot train it with the wrong one."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -22,8 +19,7 @@ OBJECTIVES = ("classify", "mae", "mpp", "token")
 
 
 def soft_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """-sum_k t_k log softmax(logits)_k over the last axis: the cross-entropy with a soft target
-    (token labelling's per-token targets, DINO's teacher distribution)."""
+    """-sum_k t_k log softmax(logits)_k over the last axis: the cross-entropy with a soft target t."""
     return -(targets * logits.float().log_softmax(-1)).sum(-1)
 
 
@@ -33,13 +29,12 @@ class StepLoss(NamedTuple):
     logits: torch.Tensor | None  # the class scores of a classifier, or None
 
 
+@dataclass(frozen=True)
 class Classification:
     """Cross-entropy of net(images) against the labels (or soft targets from mixup / cutmix)."""
 
+    label_smoothing: float = 0.0
     name, uses_labels, has_accuracy, random_masks = "classify", True, True, False
-
-    def __init__(self, label_smoothing: float = 0.0):
-        self.label_smoothing = label_smoothing
 
     def loss(self, net: nn.Module, images: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> StepLoss:
         logits = net(images).float()
@@ -48,14 +43,14 @@ class Classification:
         return StepLoss(loss, (logits.argmax(1) == hard).sum(), logits)
 
 
+@dataclass(frozen=True)
 class SelfSupervised:
-    """The wrapped model's own loss: net(images) -> (mean loss, accuracy or other outputs). `random_masks`: the model
-    hides random patches, which the loop seeds per step (resumable) and the evaluation fixes per batch."""
+    """The wrapped model's own loss: net(images) -> (mean loss, accuracy or other outputs); its random masks are seeded
+    per step by the loop (resumable) and fixed per batch by the evaluation (`random_masks`)."""
 
+    name: str
+    has_accuracy: bool
     uses_labels, random_masks = False, True
-
-    def __init__(self, name: str, has_accuracy: bool):
-        self.name, self.has_accuracy = name, has_accuracy
 
     def loss(self, net: nn.Module, images: torch.Tensor, targets=None, reduction: str = "mean") -> StepLoss:
         out = net(images)
@@ -63,22 +58,19 @@ class SelfSupervised:
         return StepLoss(loss, out[1] * len(images) if self.has_accuracy else None, None)
 
 
+@dataclass(frozen=True)
 class Supervised:
-    """A wrapped model's own loss given the labels: net(images, labels, reduction=...) -> StepLoss (token
-    labelling, whose forward holds the teacher's targets and the [class] and token losses)."""
+    """A wrapped model's own loss given the labels: net(images, labels, reduction=...) -> StepLoss (token labelling)."""
 
+    name: str
     uses_labels, has_accuracy, random_masks = True, True, False
-
-    def __init__(self, name: str):
-        self.name = name
 
     def loss(self, net: nn.Module, images: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> StepLoss:
         return StepLoss(*net(images, targets, reduction=reduction))
 
 
 def get_objective(name: str, label_smoothing: float = 0.0):
-    """The objective called `name` (OBJECTIVES); `label_smoothing` is classification's, the other objectives take
-    none (a run's label options are checked once, before it starts: `vitlib.train.check_config`)."""
+    """The objective called `name` (OBJECTIVES); `label_smoothing`: classification's (the others take none)."""
     if name == "classify":
         return Classification(label_smoothing)
     if name == "token":
@@ -89,8 +81,7 @@ def get_objective(name: str, label_smoothing: float = 0.0):
 
 
 def objective_name(model: nn.Module) -> str:
-    """Which objective `model` is trained with: its `objective_name`, through DDP, EMA and torch.compile wrappers;
-    'classify' for any other model."""
+    """`model`'s `objective_name` (through DDP, EMA and torch.compile wrappers), or 'classify'."""
     model = getattr(model, "module", model)  # DDP, EMA (AveragedModel)
     model = getattr(model, "_orig_mod", model)  # torch.compile
     return getattr(model, "objective_name", "classify")

@@ -5,16 +5,14 @@ the command line `python -m vitlib.train`), the optimiser and schedule, checkpoi
     result = train(TrainConfig(dataset="fashion-mnist-mini", model="ViT-Micro/4", epochs=3, out="runs/first"))
 """
 
-from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, load_pretrained, read_checkpoint, save_checkpoint, save_model
 from .cli import main, make_parser, parse_config
-from .config import PRECISIONS, SCHEDULES, TrainConfig, check_config
+from .config import TrainConfig, check_config
 from .distributed import resolve_device
-from .ema import EMA
-from .evaluate import evaluate
 from .factory import autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
 from .loop import NonFiniteLossError, Result, plateau_stop, train
-from .optim import lr_lambda, param_groups, vectorized
+from .metrics import evaluate
+from .optim import EMA, lr_lambda, param_groups, vectorized
 from .presets import PRESETS, Preset, get_preset, preset_options
-from .pretrained import load_pretrained, save_model
 from .run import ResumeMismatchError, Run, build_run

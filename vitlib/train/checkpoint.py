@@ -1,9 +1,6 @@
-"""Checkpoints in one safetensors file: model (and EMA) weights, optimiser and scheduler state, RNG states and the
-data position; written atomically (a temporary file, then a rename), so a killed run never leaves a broken one.
-
-The file always holds whole (unsharded) tensors: an FSDP-sharded run gathers them onto rank 0 first
-(`gather_full_state`) and shards them again on resume (`load_checkpoint(..., sharded=True)`), so its checkpoint is the
-same as an unsharded run's and continues with any number of processes, sharded or not."""
+"""A run's safetensors files, written atomically. out/checkpoint.safetensors: model (and EMA) weights, optimiser and
+scheduler state, RNG states and the data position, as whole tensors (FSDP gathers them onto rank 0, so a run resumes
+with any number of processes). out/model.safetensors: the model and its config, for `load_pretrained` (transfer)."""
 
 from __future__ import annotations
 
@@ -14,10 +11,14 @@ import warnings
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
+from torch import nn
 
+from .._version import __version__
+from ..model import VisionTransformer, ViTConfig, build_vit
 from ..utils import replace_atomically
+from .distributed import rank0_error
 
 FORMAT = "vitlib-checkpoint-1"
 CHECKSUM = "sha256"  # the metadata key of the tensors' checksum (checkpoints before it have none)
@@ -28,8 +29,7 @@ class CheckpointError(RuntimeError):
 
 
 def tensor_checksum(tensors: dict) -> str:
-    """sha256 over every tensor's name, dtype, shape and raw bytes, in sorted name order: what a checkpoint stores in
-    its metadata and what loading it checks (a file whose tensor data was changed in place no longer matches)."""
+    """sha256 over every tensor's name, dtype, shape and raw bytes, in sorted name order (stored in the metadata)."""
     digest = hashlib.sha256()
     for name in sorted(tensors):
         t = tensors[name].detach().contiguous().cpu()
@@ -39,64 +39,32 @@ def tensor_checksum(tensors: dict) -> str:
     return digest.hexdigest()
 
 
-def _verify(path: Path, tensors: dict, meta: dict) -> None:
-    expected = meta.get(CHECKSUM)
-    if expected is None:
-        warnings.warn(
-            f"{path} has no checksum (written before vitlib checked checkpoints): its tensors cannot be verified "
-            f"and are loaded as they are. The next checkpoint this run writes has one.",
-            UserWarning,
-            stacklevel=4,
-        )
-        return
-    found = tensor_checksum(tensors)
-    if found != expected:
-        raise CheckpointError(
-            f"{path} fails its checksum (sha256 of its tensors {found[:12]}..., written as {expected[:12]}...): its "
-            f"tensor data changed after it was saved (a damaged disk or copy, or a program that wrote into it), so "
-            f"its weights cannot be trusted. Resume from an intact copy, or delete it to start afresh. The file was "
-            f"left as it is."
-        )
-
-
-def _flatten_optimizer(state: dict) -> tuple[dict, dict]:
-    tensors = {f"optim.{i}.{k}": v for i, s in state["state"].items() for k, v in s.items() if torch.is_tensor(v)}
-    return tensors, {"param_groups": state["param_groups"]}
+def _part(tensors: dict, prefix: str) -> dict:
+    """The tensors whose names start with `prefix` ('model.', 'ema.', ...), named without it."""
+    return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
 def _unflatten_optimizer(tensors: dict, meta: dict) -> dict:
     state: dict = {}
-    for key, value in tensors.items():
-        _, i, k = key.split(".", 2)
+    for key, value in _part(tensors, "optim.").items():
+        i, k = key.split(".", 1)
         state.setdefault(int(i), {})[k] = value
     return {"state": state, "param_groups": meta["param_groups"]}
 
 
-def save_checkpoint(
-    path: str | Path,
-    model: torch.nn.Module,
-    optimizer=None,
-    scheduler=None,
-    ema=None,
-    progress: dict | None = None,
-    meta: dict | None = None,
-    model_state: dict | None = None,
-    optimizer_state: dict | None = None,
-) -> Path:
-    """Write everything needed to continue a run exactly, atomically, to `path` (a .safetensors file). For a sharded
-    model, `model_state` and `optimizer_state` are the whole state dicts from `gather_full_state`, written instead of
-    model.state_dict() and optimizer.state_dict()."""
-    path = Path(path)
+def save_checkpoint(path, model, optimizer=None, scheduler=None, ema=None, progress=None, meta=None, gathered=None):
+    """Write all a run needs to continue exactly to `path`; `gathered`: a sharded model's `gather_full_state`."""
+    path, (model_state, optimizer_state) = Path(path), gathered or (None, None)
     weights = model.state_dict() if model_state is None else model_state
     tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in weights.items()}
     info = {"format": FORMAT, "progress": progress or {}, **(meta or {})}
     if ema is not None:
         tensors.update({f"ema.{k}": v.detach().contiguous().cpu() for k, v in ema.state_dict().items()})
-    if optimizer is not None:
-        opt_tensors, info["optimizer"] = _flatten_optimizer(
-            optimizer.state_dict() if optimizer_state is None else optimizer_state
-        )
-        tensors.update({k: v.contiguous().cpu() for k, v in opt_tensors.items()})
+    if optimizer is not None:  # optim.<parameter number>.<name>: the tensors; the param_groups go in the metadata
+        state = optimizer.state_dict() if optimizer_state is None else optimizer_state
+        info["optimizer"] = {"param_groups": state["param_groups"]}
+        for i, s in state["state"].items():
+            tensors.update({f"optim.{i}.{k}": v.contiguous().cpu() for k, v in s.items() if torch.is_tensor(v)})
     if scheduler is not None:
         info["scheduler"] = {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
     tensors["rng.cpu"] = torch.get_rng_state()
@@ -105,20 +73,15 @@ def save_checkpoint(
     info["rng.python"] = random.getstate()
     info[CHECKSUM] = tensor_checksum(tensors)
     metadata = {k: json.dumps(v) for k, v in info.items()}
-    # a temporary file renamed over the old one: a failed write (disk full, ...) leaves the previous checkpoint whole
     return replace_atomically(path, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
 
 
 def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]:
-    """(tensors, metadata) of a checkpoint, or a CheckpointError that says what is wrong with the file (also when its
-    tensors fail the checksum stored in it; one without a checksum, from before, loads with a warning). With
-    tensors=False only the header is read: (the shape of every tensor, metadata), unverified."""
+    """(tensors, metadata) of a checkpoint, verified; tensors=False: (each tensor's shape, metadata), unverified."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"no checkpoint at {path}.")
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), "pt") as f:
             raw = f.metadata() or {}
             shapes = None if tensors else {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
@@ -134,23 +97,33 @@ def read_checkpoint(path: str | Path, tensors: bool = True) -> tuple[dict, dict]
         meta = {}
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a vitlib training checkpoint (format {meta.get('format')!r}).")
-    if tensors:
-        _verify(path, content, meta)
+    expected = meta.get(CHECKSUM)
+    if tensors and expected is None:
+        warnings.warn(
+            f"{path} has no checksum (written before vitlib checked checkpoints): its tensors cannot be verified "
+            f"and are loaded as they are. The next checkpoint this run writes has one.",
+            stacklevel=3,
+        )
+    elif tensors and (found := tensor_checksum(content)) != expected:
+        raise CheckpointError(
+            f"{path} fails its checksum (sha256 of its tensors {found[:12]}..., written as {expected[:12]}...): its "
+            f"tensor data changed after it was saved (a damaged disk or copy, or a program that wrote into it), so "
+            f"its weights cannot be trusted. Resume from an intact copy, or delete it to start afresh. The file was "
+            f"left as it is."
+        )
     return content, meta
 
 
 def _check_fits(path, meta: dict, shapes: dict, model, model_config: dict | None) -> None:
-    """Raise a CheckpointError, before anything is loaded, if the checkpoint (its tensors' shapes) is not for
-    `model`."""
+    """Raise a CheckpointError, before anything is loaded, if the checkpoint is not for `model`."""
     if model_config is not None and meta.get("model_config") not in (None, model_config):
-        diff = {
-            k: (meta["model_config"].get(k), v) for k, v in model_config.items() if meta["model_config"].get(k) != v
-        }
+        saved = meta["model_config"]
+        diff = {k: (saved.get(k), v) for k, v in model_config.items() if saved.get(k) != v}
         raise CheckpointError(
             f"{path} was written for another model (checkpoint vs this run: {diff}). Use another "
             f"output folder, or resume with the same model options. The checkpoint is left as it is."
         )
-    weights = {k[6:]: tuple(v) for k, v in shapes.items() if k.startswith("model.")}
+    weights = {k: tuple(v) for k, v in _part(shapes, "model.").items()}
     own = model.state_dict()  # under FSDP: DTensors, whose shape is the whole tensor's
     missing, unexpected = [k for k in own if k not in weights], [k for k in weights if k not in own]
     shapes = [f"{k} {v} vs {tuple(own[k].shape)}" for k, v in weights.items() if k in own and v != tuple(own[k].shape)]
@@ -172,23 +145,17 @@ def _restore_schedule_and_rng(tensors: dict, meta: dict, scheduler) -> None:
         random.setstate((state[0], tuple(state[1]), state[2]))
 
 
-def load_checkpoint(
-    path, model, optimizer=None, scheduler=None, ema=None, model_config: dict | None = None, sharded: bool = False
-) -> dict:
-    """Restore a run from `path`; checks the architecture first. Returns the metadata (progress, history, ...).
-    sharded=True: `model` is sharded with FSDP (every process calls this together): rank 0 reads the tensors and sends
-    each process its shards (the optimiser's too); the others read only the header and the RNG states."""
+def load_checkpoint(path, model, optimizer=None, scheduler=None, ema=None, model_config=None, sharded=False) -> dict:
+    """Restore a run from `path` after checking the architecture; returns the metadata (progress, history, ...)."""
     if sharded:
         return _load_sharded(path, model, optimizer, scheduler, model_config)
     tensors, meta = read_checkpoint(path)
     _check_fits(path, meta, {k: v.shape for k, v in tensors.items()}, model, model_config)
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    model.load_state_dict(_part(tensors, "model."))
     if ema is not None:
-        ema.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("ema.")})
+        ema.load_state_dict(_part(tensors, "ema."))
     if optimizer is not None and "optimizer" in meta:
-        optimizer.load_state_dict(
-            _unflatten_optimizer({k: v for k, v in tensors.items() if k.startswith("optim.")}, meta["optimizer"])
-        )
+        optimizer.load_state_dict(_unflatten_optimizer(tensors, meta["optimizer"]))
     _restore_schedule_and_rng(tensors, meta, scheduler)
     return meta
 
@@ -201,9 +168,7 @@ def _parameter_names(model, optimizer) -> list[str]:
 
 
 def gather_full_state(model, optimizer=None) -> tuple[dict, dict | None]:
-    """(weights, optimiser state) of an FSDP-sharded model as whole tensors on rank 0's CPU, to save; the optimiser
-    state numbered like optimizer.state_dict(), so the file is the same as an unsharded run's. A collective: every
-    process must call it; the others get empty dicts."""
+    """(weights, optimiser state) of an FSDP-sharded model, whole, on rank 0's CPU (a collective; others get {})."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -213,11 +178,8 @@ def gather_full_state(model, optimizer=None) -> tuple[dict, dict | None]:
     by_name = get_optimizer_state_dict(model, optimizer, options=options)  # keyed by parameter name
     if not by_name:
         return weights, {}
-    state = {
-        i: by_name["state"][name]
-        for i, name in enumerate(_parameter_names(model, optimizer))
-        if name in by_name["state"]
-    }
+    names = _parameter_names(model, optimizer)
+    state = {i: by_name["state"][name] for i, name in enumerate(names) if name in by_name["state"]}
     return weights, {"state": state, "param_groups": optimizer.state_dict()["param_groups"]}
 
 
@@ -229,36 +191,66 @@ def _load_sharded(path, model, optimizer, scheduler, model_config) -> dict:
     _check_fits(path, meta, shapes, model, model_config)
     error = None
     if dist.get_rank() == 0:
-        try:  # rank 0 alone reads the tensors and checks their checksum: every process learns the verdict
+        try:  # rank 0 alone reads the tensors and checks their checksum
             tensors, _ = read_checkpoint(path)
         except CheckpointError as err:
             error = str(err)
-    shared = [error]
-    dist.broadcast_object_list(shared, src=0)
-    if shared[0] is not None:
-        raise CheckpointError(shared[0])
+    message = rank0_error(error)  # every process learns rank 0's verdict
+    if message is not None:
+        raise CheckpointError(message)
     if dist.get_rank() != 0:
-        from safetensors import safe_open
-
         with safe_open(str(path), "pt") as f:
             tensors = {k: f.get_tensor(k) for k in shapes if k.startswith("rng.")}
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
-    set_model_state_dict(model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}, options=options)
+    set_model_state_dict(model, _part(tensors, "model."), options=options)
     if optimizer is not None and "optimizer" in meta:
         state = {}
         if dist.get_rank() == 0:
             names = _parameter_names(model, optimizer)
-            numbered = _unflatten_optimizer(
-                {k: v for k, v in tensors.items() if k.startswith("optim.")}, meta["optimizer"]
-            )
+            numbered = _unflatten_optimizer(tensors, meta["optimizer"])
             state = {
                 "state": {names[i]: s for i, s in numbered["state"].items()},
                 "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in numbered["param_groups"]],
             }
         set_optimizer_state_dict(model, optimizer, state, options=options)
-        for group, saved in zip(optimizer.param_groups, meta["optimizer"]["param_groups"]):
-            group.update(
-                {k: v for k, v in saved.items() if k != "params"}
-            )  # lr & co. on every process, not only rank 0
+        for group, saved in zip(optimizer.param_groups, meta["optimizer"]["param_groups"]):  # lr & co. on every rank
+            group.update({k: v for k, v in saved.items() if k != "params"})
     _restore_schedule_and_rng(tensors, meta, scheduler)
     return meta
+
+
+# ------------------------------------------------------------------------------ the trained model: model.safetensors
+def save_model(model: nn.Module, out: Path, model_config: dict, sharded: bool = False, rank: int = 0) -> None:
+    """out/model.safetensors: the whole weights, the model's configuration and vitlib's version."""
+    weights = gather_full_state(model)[0] if sharded else model.state_dict()  # sharded: a collective
+    if rank != 0:
+        return
+    tensors = {k: v.contiguous().cpu() for k, v in weights.items()}
+    metadata = {"model_config": json.dumps(model_config), "vitlib": __version__}
+    replace_atomically(Path(out) / "model.safetensors", lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+
+
+def load_pretrained(path: str | Path) -> VisionTransformer:
+    """The ViT a run saved in `path` (its folder or model.safetensors): with its head, or headless after MAE / MPP
+    (the encoder only); `vitlib.analysis.finetune.prepare_for_finetuning` puts the zero-initialised head on."""
+    path = Path(path)
+    file = path / "model.safetensors" if path.is_dir() else path
+    if not file.exists():
+        raise FileNotFoundError(
+            f"no pre-trained model at {file}: give the output folder of a vitlib.train run "
+            f"(it holds model.safetensors once the run has finished)."
+        )
+    with safe_open(str(file), "pt") as f:
+        meta = f.metadata() or {}
+    if "model_config" not in meta:
+        raise ValueError(f"{file} has no model_config in its metadata: it was not written by vitlib.train.")
+    config = json.loads(meta["model_config"])
+    kind, objective = config.pop("kind", "VisionTransformer"), config.pop("objective", "classify")
+    if kind not in ("VisionTransformer", "MAE", "MaskedPatchPrediction", "TokenLabelling"):
+        raise ValueError(f"{file} holds a {kind}, not a ViT: only ViTs can be loaded for fine-tuning.")
+    state = load_file(str(file))
+    if objective != "classify":
+        state = _part(state, "vit.")
+    model = build_vit(ViTConfig.from_dict(config))
+    model.load_state_dict(state)
+    return model

@@ -1,30 +1,32 @@
-"""The command line: every TrainConfig field is an option (`python -m vitlib.train --help`), a --preset gives the
-defaults and the options written after it win."""
+"""The command line: every TrainConfig field is an option (`python -m vitlib.train --help`); a --preset gives the
+defaults, the options given win."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
-import sys
 
 import torch.distributed as dist
 
 from ..data import DataError
+from ..utils import command_line
 from .checkpoint import CheckpointError
 from .config import TrainConfig
 from .folder import RunFolderError
 from .loop import NonFiniteLossError, train
 from .presets import describe, preset_options
 
+# errors main reports by their message alone, exit status 2 (any other: with its kind and a hint)
+ERRORS = ValueError, FileExistsError, FileNotFoundError, CheckpointError, NonFiniteLossError, DataError, RunFolderError
 DESCRIPTION = (
     "One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs "
     "(torchrun + DDP, or FSDP2 with --fsdp to shard ViT-L/H)."
 )
 
 
-def _parse_optional(kind):
-    def parse(text: str):
+def _optional(kind):
+    def parse(text: str):  # argparse names `parse` in its message for a bad value
         return None if text.lower() in ("none", "null", "") else kind(text)
 
     return parse
@@ -51,14 +53,13 @@ def make_parser(preset: str | None = None) -> argparse.ArgumentParser:
     )
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool", bool):
+        if f.type == "bool":
             ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata["help"])
             continue
-        base = {"int": int, "float": float, "str": str}
-        kind = f.type if not isinstance(f.type, str) else f.type.split("|")[0].strip()
-        parse = base.get(kind, float if "float" in kind else str)
-        if "None" in str(f.type):
-            parse = _parse_optional(parse)
+        kind = f.type.split("|")[0].strip()  # a string: config.py has `from __future__ import annotations`
+        parse = {"int": int, "float": float, "str": str}[kind]
+        if "None" in f.type:
+            parse = _optional(parse)
         ap.add_argument(flag, type=parse, default=f.default, help=f.metadata["help"], metavar=kind.upper())
     ap.set_defaults(**preset_options(preset))
     return ap
@@ -68,41 +69,22 @@ def parse_config(argv: list[str] | None = None) -> TrainConfig:
     """The TrainConfig of a command line: the options of --preset (if any) are the defaults, the options given win."""
     first, _ = make_parser().parse_known_args(argv)  # which preset, if any, gives the defaults
     args = vars(make_parser(getattr(first, "preset", None)).parse_args(argv))
-    args.pop("preset", None)
-    args.pop("list_presets", None)
-    return TrainConfig(**args)
-
-
-def format_metrics(metrics: dict) -> str:
-    """'loss 0.4321 acc 0.8120 (2000 images)': the metrics the objective has (no accuracy for MAE), in that order."""
-    values = " ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k != "n" and isinstance(v, float | int))
-    return f"{values} ({metrics['n']} images)" if "n" in metrics else values
+    return TrainConfig(**{k: v for k, v in args.items() if k not in ("preset", "list_presets")})
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line, inside the error boundary: any failure is `error: ...` and exit code 2 (vitlib.utils)."""
+    return command_line(lambda: _main(argv), plain=ERRORS)
+
+
+def _main(argv: list[str] | None) -> int:
     if getattr(make_parser().parse_known_args(argv)[0], "list_presets", False):
         print(describe())
         return 0
-    try:
-        cfg = parse_config(argv)
-    except ValueError as err:  # an unknown preset, an option out of its range
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    try:
-        result = train(cfg)
-    except (
-        ValueError,
-        FileExistsError,
-        FileNotFoundError,
-        CheckpointError,
-        NonFiniteLossError,
-        DataError,
-        RunFolderError,
-    ) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    result = train(parse_config(argv))
     if result.test and int(os.environ.get("RANK", "0")) == 0:
-        print(f"test: {format_metrics(result.test)}")
+        metrics = " ".join(f"{k} {v:.4f}" for k, v in result.test.items() if k != "n")  # no accuracy for MAE
+        print(f"test: {metrics} ({result.test['n']} images)")
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0

@@ -1,6 +1,5 @@
 """Several processes (torchrun): the process group and each process's device, DDP or FSDP2 around the model, and the
-few collectives the loop needs (finite weights on every process, rank 0's buffers for evaluation, one clock for the
-time budget)."""
+few collectives a run needs."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def resolve_device(device: str) -> torch.device:
 
 
 def setup(device: str = "auto") -> tuple[int, int, torch.device]:
-    """(rank, world size, this process's device); starts the process group under torchrun (NCCL on GPUs, else gloo),
-    where each process takes the GPU of its local rank."""
+    """(rank, world size, device); under torchrun, the process group (NCCL or gloo) and the local rank's GPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
@@ -40,9 +38,7 @@ def setup(device: str = "auto") -> tuple[int, int, torch.device]:
 
 
 def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module:
-    """FSDP2, in place: each EncoderBlock (the ViT's, and an MAE decoder's) becomes a unit whose weights are gathered
-    just for its forward and backward, then the root takes the rest (embeddings, norm, head, decoder extras). Weights,
-    gradients and AdamW state are split over the processes (DTensors); `world` 1: nothing to split, left as it is."""
+    """FSDP2 in place: each EncoderBlock (the ViT's, an MAE decoder's) one unit, the root the rest; world 1: as is."""
     blocks = [m for m in model.modules() if isinstance(m, EncoderBlock)]
     if not blocks:
         raise ValueError(
@@ -66,11 +62,6 @@ def shard_model(model: nn.Module, device: torch.device, world: int) -> nn.Module
     return model
 
 
-def data_parallel(model: nn.Module, device: torch.device) -> nn.Module:
-    """DistributedDataParallel around the model (gradients averaged over the processes at every backward)."""
-    return nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-
-
 def all_finite(model: nn.Module, sharded: bool) -> bool:
     """Whether every weight is finite; sharded: each process checks its shards, then they agree (a collective)."""
     if not sharded:
@@ -82,8 +73,7 @@ def all_finite(model: nn.Module, sharded: bool) -> bool:
 
 
 def sync_buffers(model: nn.Module) -> None:
-    """FSDP shards the parameters only: buffers (a hybrid's BatchNorm running statistics) are each process's own.
-    Evaluate with rank 0's, the ones a checkpoint keeps (DDP too sends rank 0's buffers to all, at every forward)."""
+    """Rank 0's buffers (a hybrid's BatchNorm statistics, which FSDP does not shard) on every process, as under DDP."""
     for buffer in model.buffers():
         dist.broadcast(buffer, 0)
 
@@ -98,6 +88,8 @@ def past(started: float, minutes: float, device: torch.device) -> bool:
     return over
 
 
-def broadcast_object(values: list) -> None:
-    """Rank 0's `values` (a list of picklable objects) on every process, in place (a collective)."""
-    dist.broadcast_object_list(values, src=0)
+def rank0_error(error: str | None) -> str | None:
+    """Rank 0's error message (or None) on every process (a collective): all processes stop together."""
+    shared = [error]
+    dist.broadcast_object_list(shared, src=0)
+    return shared[0]

@@ -1,7 +1,5 @@
-"""The pieces of a run, built from its options in one pass (`build_parts`): the seed, the data, the model sized for it
-(wrapped in its objective) and its configuration as a checkpoint records it, the loaders, the schedule's length,
-the optimiser, EMA, precision and the objective. `vitlib.train.run.build_run` calls it once, after it has taken the
-run folder and checked a resumed run's options; nothing here calls back."""
+"""The pieces of a run, built from its options in one pass (`build_parts`, called by `vitlib.train.run`): the seed, the
+data, the model sized for it and its config, the loaders, the schedule length, optimiser, EMA, precision, objective."""
 
 from __future__ import annotations
 
@@ -10,21 +8,30 @@ import math
 import torch
 from torch import nn
 
-from ..data import Dataset, FolderLoader, TensorLoader, TensorSplit, check_finite_images, get_dataset, make_mixer
+from ..data import (
+    Dataset,
+    FolderLoader,
+    TensorLoader,
+    TensorSplit,
+    check_finite_images,
+    check_labels,
+    get_dataset,
+    make_mixer,
+)
 from ..model import VisionTransformer, create_cnn, create_model, is_cnn_name, parse_name
 from ..objectives import get_objective, objective_name, wrap
 from . import distributed
 from .config import TrainConfig
-from .ema import EMA
-from .optim import make_optimizer
+from .optim import EMA, make_optimizer
 
 
 def build_parts(cfg: TrainConfig, model: nn.Module | None, data: Dataset | None, device, rank: int, world: int) -> dict:
-    """Every piece of a run from its options, in the order that fixes the run's random draws (the order every run so
-    far has drawn them in): seed, data, model, loaders, optimiser. `model` / `data`: given instead of built."""
+    """Every piece of a run, in the order that fixes its random draws: seed, data, model, loaders, optimiser."""
     torch.manual_seed(cfg.seed)
-    data = data or _dataset(cfg)
+    options = {k: getattr(cfg, k) for k in ("download", "val_fraction", "subset", "image_size", "seed")}
+    data = data or get_dataset(cfg.dataset, root=cfg.data_root, **options)
     check_finite_images(data)
+    check_labels(data)
     if cfg.patience and data.val is None:
         raise ValueError(
             "patience (early stopping) chooses the weights on the validation split, and this data set has "
@@ -35,11 +42,22 @@ def build_parts(cfg: TrainConfig, model: nn.Module | None, data: Dataset | None,
     sharded = cfg.fsdp and world > 1  # FSDP instead of DDP; the optimiser below then holds the shards
     if cfg.fsdp:
         distributed.shard_model(model, device, world)
-    train_loader, eval_loaders = _loaders(cfg, data, device, rank, world)
-    total_steps, epochs, warmup_steps = _schedule_lengths(cfg, len(train_loader), len(data.train))
+    train_loader = make_loader(data.train, data, cfg, True, device, rank, world)
+    splits = {name: split for name, split in (("val", data.val), ("test", data.test)) if split is not None}
+    eval_loaders = {name: make_loader(split, data, cfg, False, device, rank, world) for name, split in splits.items()}
+    per_epoch = len(train_loader)
+    if per_epoch == 0:
+        raise ValueError(
+            f"the training set ({len(data.train)} images) is smaller than one batch ({cfg.batch_size}): "
+            "lower batch_size."
+        )
+    total_steps = cfg.steps or cfg.epochs * per_epoch  # with a step budget the last epoch may stop part-way
+    warmup_steps = max(1, round(cfg.warmup_epochs * per_epoch))
     optimizer, scheduler = make_optimizer(model, cfg, device, total_steps, warmup_steps)
     dtype = autocast_dtype(cfg.precision, device)
-    net = distributed.data_parallel(model, device) if world > 1 and not sharded else model
+    net = model
+    if world > 1 and not sharded:  # DDP: the gradients averaged over the processes at every backward
+        net = nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
     return dict(
         data=data,
         model=model,
@@ -50,25 +68,13 @@ def build_parts(cfg: TrainConfig, model: nn.Module | None, data: Dataset | None,
         train_loader=train_loader,
         eval_loaders=eval_loaders,
         total_steps=total_steps,
-        epochs=epochs,
+        epochs=math.ceil(total_steps / per_epoch),
         optimizer=optimizer,
         scheduler=scheduler,
         ema=EMA(model, cfg.ema) if cfg.ema > 0 else None,
         dtype=dtype,
         scaler=torch.amp.GradScaler(device.type, enabled=dtype == torch.float16),
         mixer=make_mixer(cfg.mixup, cfg.cutmix, data.num_classes),
-    )
-
-
-def _dataset(cfg: TrainConfig) -> Dataset:
-    return get_dataset(
-        cfg.dataset,
-        root=cfg.data_root,
-        download=cfg.download,
-        val_fraction=cfg.val_fraction,
-        subset=cfg.subset,
-        image_size=cfg.image_size,
-        seed=cfg.seed,
     )
 
 
@@ -86,25 +92,6 @@ def _model(cfg: TrainConfig, model: nn.Module | None, data: Dataset, device: tor
     return model
 
 
-def _loaders(cfg: TrainConfig, data: Dataset, device: torch.device, rank: int, world: int):
-    """(the training loader, {'val': ..., 'test': ...} for the splits there are)."""
-    train = make_loader(data.train, data, cfg, True, device, rank, world)
-    splits = (("val", data.val), ("test", data.test))
-    return train, {
-        name: make_loader(split, data, cfg, False, device, rank, world) for name, split in splits if split is not None
-    }
-
-
-def _schedule_lengths(cfg: TrainConfig, steps_per_epoch: int, train_size: int) -> tuple[int, int, int]:
-    """(total steps, epochs, warm-up steps); with a step budget the last epoch may stop part-way."""
-    if steps_per_epoch == 0:
-        raise ValueError(
-            f"the training set ({train_size} images) is smaller than one batch ({cfg.batch_size}): lower batch_size."
-        )
-    total_steps = cfg.steps or cfg.epochs * steps_per_epoch
-    return total_steps, math.ceil(total_steps / steps_per_epoch), max(1, round(cfg.warmup_epochs * steps_per_epoch))
-
-
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype of a precision option ('auto': bf16 on a GPU that has it, else full precision)."""
     if precision == "auto":
@@ -113,8 +100,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 
 
 def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
-    """The model named by cfg.model, sized for the data set; for a self-supervised objective, the ViT without a head
-    wrapped in its objective (MAE or MaskedPatchPrediction), whose forward returns the loss."""
+    """cfg.model sized for the data set; for a self-supervised objective, the headless ViT wrapped in it."""
     if is_cnn_name(cfg.model):
         return create_cnn(cfg.model, data.num_classes, data.in_channels)
     extra = {k: getattr(cfg, k) for k in ("pos_embed", "pool", "dropout", "drop_path") if getattr(cfg, k) is not None}
@@ -126,8 +112,7 @@ def build_model(cfg: TrainConfig, data: Dataset) -> nn.Module:
 
 
 def model_config(model: nn.Module, objective: str) -> dict:
-    """What a checkpoint and model.safetensors record about the model: the ViT's config (the one inside an MAE / MPP
-    wrapper) or a CNN's, with its kind and, for a self-supervised run, the objective."""
+    """What the saved files record: the ViT's (or CNN's) config, its kind and a self-supervised run's objective."""
     config = getattr(model, "config", None) or getattr(getattr(model, "vit", None), "config", {})
     kind = "VisionTransformer" if isinstance(model, VisionTransformer) else type(model).__name__  # a variant's too
     out = dict(config.to_dict() if hasattr(config, "to_dict") else config, kind=kind)
@@ -137,20 +122,9 @@ def model_config(model: nn.Module, objective: str) -> dict:
 
 
 def make_loader(split, data: Dataset, cfg: TrainConfig, train: bool, device, rank: int = 0, world: int = 1):
-    """A loader of one split: shuffled, augmented (cfg.augment) and without the last partial batch for training;
-    in order and as it is otherwise. In-memory splits get a TensorLoader, image folders a FolderLoader."""
-    kw = dict(
-        batch_size=cfg.batch_size,
-        mean=data.mean,
-        std=data.std,
-        shuffle=train,
-        augment=cfg.augment if train else "none",
-        seed=cfg.seed,
-        drop_last=train,
-        device=device,
-        rank=rank,
-        world_size=world,
-    )
+    """A loader of one split; for training shuffled, augmented and without the last partial batch."""
+    kw = dict(batch_size=cfg.batch_size, mean=data.mean, std=data.std, seed=cfg.seed, device=device, rank=rank)
+    kw.update(world_size=world, shuffle=train, drop_last=train, augment=cfg.augment if train else "none")
     if isinstance(split, TensorSplit):
         return TensorLoader(split, **kw)
     return FolderLoader(split, data.image_size, num_workers=cfg.num_workers, **kw)

@@ -1,9 +1,9 @@
-"""The run folder (out=): checked before any work (a folder that can be written, not a file), held by one run at a
-time (`out/.lock` with the owner's pid; a lock whose process is gone is taken over), and cleared of the temporary files
-a killed run left behind (`.checkpoint.safetensors.tmp-PID` of a run killed while it saved)."""
+"""The run folder (out=): checked before any work, held by one run at a time (`out/.lock` with the owner's pid; a
+lock whose process is gone is taken over), and cleared of the temporary files a killed run left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,17 +25,14 @@ def say(message: str) -> None:
 
 
 def check_folder(out: Path) -> None:
-    """Raise a RunFolderError, before anything is written, when `out` cannot be a run folder: it names a file, a folder
-    on its way is a file, or the nearest existing folder cannot be written."""
+    """Raise a RunFolderError, before anything is written, when `out` cannot be created or written."""
     if out.exists() and not out.is_dir():
         raise RunFolderError(
             f"out={str(out)!r} is an existing file, not a folder: choose a folder for the run (new or a run's), "
             f"e.g. out={str(out.with_name(out.name + '-run'))!r}. The file was left as it is."
         )
     parent = out
-    while not parent.exists():
-        if parent.parent == parent:
-            break
+    while not parent.exists() and parent.parent != parent:
         parent = parent.parent
     if parent.exists() and not parent.is_dir():
         raise RunFolderError(
@@ -65,7 +62,7 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process: alive
-        return True
+        pass
     return True
 
 
@@ -85,10 +82,8 @@ class RunLock:
         """Whether the lock's owner is gone: a process on this host that no longer runs (or a new one with its pid)."""
         if owner.get("host") not in (None, socket.gethostname()):
             return False  # a process on another machine: it cannot be checked from here
-        pid = owner.get("pid")
-        if not isinstance(pid, int):
-            return True  # an empty or damaged lock file: its writer died before it finished writing it
-        if not pid_alive(pid):
+        pid = owner.get("pid")  # not a number: an empty or damaged lock file, whose writer died while writing it
+        if not isinstance(pid, int) or not pid_alive(pid):
             return True
         started = owner.get("started_at")
         return started is not None and _start_time(pid) not in (None, started)
@@ -101,12 +96,8 @@ class RunLock:
             raise RunFolderError(
                 f"cannot create the output folder {self.path.parent} ({err.strerror}): choose another out folder."
             ) from err
-        me = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started_at": _start_time(os.getpid()),
-            "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-        }
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": _start_time(os.getpid())}
+        me["since"] = time.strftime("%Y-%m-%d %H:%M:%S")
         for _ in range(5):
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -120,10 +111,7 @@ class RunLock:
                         f"Wait for it to finish or choose another out folder. If no run uses it any more, delete "
                         f"{self.path}."
                     ) from None
-                try:
-                    self.path.unlink()
-                except FileNotFoundError:
-                    pass  # another starting run removed it first: try again
+                self.path.unlink(missing_ok=True)  # another starting run may have removed it first: try again
                 say(f"took over the lock {self.path} of process {owner.get('pid')}, which is no longer running.")
                 continue
             except OSError as err:
@@ -142,18 +130,12 @@ class RunLock:
             if self._owner().get("pid") == os.getpid():  # never remove a lock another run took over
                 self.path.unlink(missing_ok=True)
             if self.created:  # a run refused before it wrote anything leaves no empty folder behind
-                try:
+                with contextlib.suppress(OSError):  # not empty: the run's files
                     self.path.parent.rmdir()
-                except OSError:  # not empty: the run's files
-                    pass
 
 
-def remove_stale_temporaries(out: Path) -> list[Path]:
-    """Delete the temporary files (.<name>.tmp-PID) that a process no longer running left in `out` (killed while it
-    saved a checkpoint, metrics, ...), saying what was removed; returns them."""
-    removed = []
-    if not out.is_dir():
-        return removed
+def remove_stale_temporaries(out: Path) -> None:
+    """Delete (and name) the temporary files (.<name>.tmp-PID) that a process no longer running left in `out`."""
     for path in sorted(out.iterdir()):
         match = TEMPORARY.match(path.name)
         if not match or not path.is_file():
@@ -164,13 +146,11 @@ def remove_stale_temporaries(out: Path) -> list[Path]:
         size = path.stat().st_size
         path.unlink(missing_ok=True)
         say(f"removed {path} ({_size(size)}), a temporary file left by process {pid}, which is no longer running.")
-        removed.append(path)
-    return removed
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n} bytes"
+    return f"{n:.1f} GB"

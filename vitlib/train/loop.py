@@ -1,10 +1,6 @@
-"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP,
-or FSDP2 with --fsdp to shard ViT-L/H); `python -m vitlib.train` is its command line (vitlib.train.cli).
-
-The paper's recipe (section 3, appendix B.1): Adam(W) with beta1 0.9, beta2 0.999 and weight decay, linear warm-up
-then cosine or linear decay, gradient clipping at global norm 1. Checkpoints (`vitlib.train.checkpoint`) hold
-everything needed to continue exactly: on the CPU a resumed run ends with the same weights, bit for bit, as an
-uninterrupted one."""
+"""One training loop for ViT, the hybrid and the CNN baselines, from a 2-core CPU to several GPUs (torchrun + DDP, or
+FSDP2 with --fsdp), with the paper's recipe (section 3, appendix B.1): Adam(W), linear warm-up then cosine or linear
+decay, clipping at global norm 1. On a CPU a resumed run ends with the weights of an uninterrupted one, bit for bit."""
 
 from __future__ import annotations
 
@@ -21,11 +17,9 @@ from .._version import __version__
 from ..data import batch_seed
 from ..utils import write_json
 from . import distributed
-from .checkpoint import gather_full_state, save_checkpoint
+from .checkpoint import gather_full_state, save_checkpoint, save_model
 from .config import TrainConfig
-from .evaluate import evaluate
-from .pretrained import save_model
-from .progress import close_bar, progress_bar
+from .metrics import close_bar, evaluate, progress_bar
 from .run import Run, build_run
 
 NO_STEP = 2**62  # bad_step while every loss is finite
@@ -53,21 +47,19 @@ class Result:
 
 
 def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result:
-    """Train cfg.model (or `model`) on cfg.dataset (or `data`); returns the model, the metrics and the test result.
-    With fsdp under torchrun the model returned is the sharded one (out/model.safetensors holds it whole)."""
-    run = build_run(cfg, model, data)
-    try:
+    """Train cfg.model (or `model`) on cfg.dataset (or `data`): the model, the metrics and the test result."""
+    with build_run(cfg, model, data) as run:  # the run folder is free again at the end, also after an error
         timer, best, stopped = time.perf_counter(), {}, "done"  # best: early stopping's best evaluation so far
         # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
         bar = progress_bar(
             total=run.total_steps,
-            initial=run.start.epoch * run.steps_per_epoch + run.start.step,
-            desc=f"epoch {run.start.epoch + 1}/{run.epochs}",
+            initial=run.start_epoch * run.steps_per_epoch + run.start_step,
+            desc=f"epoch {run.start_epoch + 1}/{run.epochs}",
             disable=not (cfg.progress and run.rank == 0),
             dynamic_ncols=True,
             unit="step",
         )
-        for epoch in range(run.start.epoch, run.epochs):
+        for epoch in range(run.start_epoch, run.epochs):
             sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
             if stop is not None:  # the time budget ran out part-way through the epoch
                 close_bar(bar)
@@ -78,27 +70,22 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
                     print(stopped + where)
                 break
             if end_epoch(run, epoch, sums, timer, best):
-                drops = best.get("drops", 0)
-                stopped = f"early stopping after epoch {epoch + 1}: best at epoch {best['epoch']}" + (
-                    f", after {drops} tenfold drop(s) of the rate" if cfg.schedule == "plateau" else ""
-                )
+                stopped = f"early stopping after epoch {epoch + 1}: best at epoch {best['epoch']}"
+                if cfg.schedule == "plateau":
+                    stopped += f", after {best.get('drops', 0)} tenfold drop(s) of the rate"
                 break
         close_bar(bar)
         return finish(run, best, stopped)
-    finally:  # the run folder is free again, also after an error
-        if run.lock is not None:
-            run.lock.release()
 
 
 def train_epoch(run: Run, epoch: int, timer: float, bar):
-    """The steps of one epoch (from where a resumed run stopped); returns the epoch's (loss sum, correct, count),
-    the first step with a non-finite loss (NO_STEP if none) and, when the time budget stops it, (epoch, step)."""
-    cfg, resumed = run.cfg, epoch == run.start.epoch
-    first = run.start.step if resumed else 0
+    """One epoch: its (loss sum, correct, count), the first non-finite step and (epoch, step) if time ran out."""
+    cfg, resumed = run.cfg, epoch == run.start_epoch
+    first = run.start_step if resumed else 0
     run.net.train()
     sums = torch.zeros(3, device=run.device, dtype=torch.float64)  # loss sum, correct, count: no sync per step
-    if resumed and run.start.sums and run.rank == 0:  # resumed mid-epoch: the steps before count
-        sums += torch.tensor(run.start.sums, device=run.device, dtype=torch.float64)
+    if resumed and run.start_sums and run.rank == 0:  # resumed mid-epoch: the steps before count
+        sums += torch.tensor(run.start_sums, device=run.device, dtype=torch.float64)
     bad_step = torch.full((), NO_STEP, device=run.device, dtype=torch.long)  # the first step with a non-finite loss
     bar.set_description(f"epoch {epoch + 1}/{run.epochs}", refresh=False)
     log = {"time": time.perf_counter(), "images": 0}
@@ -126,8 +113,7 @@ def train_epoch(run: Run, epoch: int, timer: float, bar):
 
 
 def train_step(run: Run, images: torch.Tensor, labels: torch.Tensor, epoch: int, i: int):
-    """One optimizer step: mixup / cutmix, the objective's loss under autocast, backward, clipping, AdamW, the
-    schedule and the EMA. Returns (loss, correct predictions or None), still on the device."""
+    """One optimizer step (mixup, autocast, backward, clipping, AdamW, schedule, EMA): (loss, correct or None)."""
     cfg, targets = run.cfg, labels
     if run.mixer is not None:
         with torch.random.fork_rng(devices=[]):
@@ -153,8 +139,7 @@ def train_step(run: Run, images: torch.Tensor, labels: torch.Tensor, epoch: int,
 
 
 def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -> None:
-    """A row of the step log: the epoch's running loss (and accuracy), the learning rate and images per second.
-    The only host-device sync of the loop, once per log interval."""
+    """A row of the step log (running loss and accuracy, lr, images per second): the loop's only host-device sync."""
     check_finite(run, bad_step, epoch)
     loss_sum, correct, count = sums.tolist()
     ips = log["images"] / (time.perf_counter() - log["time"])
@@ -176,8 +161,7 @@ def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -
 
 
 def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict) -> bool:
-    """The epoch's row (train loss and accuracy over all processes, validation or test when due), then a checkpoint.
-    Returns whether early stopping ends the run here."""
+    """The epoch's row (evaluated when due) and checkpoint; returns whether early stopping ends the run here."""
     if dist.is_initialized():
         dist.all_reduce(sums)
     loss_sum, correct, count = sums.tolist()
@@ -196,8 +180,10 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict
     if split in run.eval_loaders and every and ((epoch + 1) % every == 0 or epoch + 1 == run.epochs):
         ev = _evaluate(run, run.eval_loaders[split])
         row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
-        if run.cfg.patience and split == "val":
-            keep_best(run, ev, epoch + 1, best)
+        score = ev["acc"] if "acc" in ev else -ev["loss"]  # early stopping keeps the weights of the best so far
+        if run.cfg.patience and split == "val" and (not best or score > best["score"]):
+            weights = {k: v.detach().clone() for k, v in run.final_model.state_dict().items()}
+            best.update(score=score, epoch=epoch + 1, weights=weights)
     run.logs.epoch(row)
     if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
         acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
@@ -211,13 +197,9 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict
 
 
 def plateau_stop(best: dict, at: int, span: int, cfg: TrainConfig, optimizer, scheduler) -> bool:
-    """The course's stopping rule: whether the score has not improved for `span` (epochs or steps, as `at` counts)
-    since the best one (best['epoch']) or the last drop of the rate. With cfg.schedule plateau a stall first lowers
-    the rate tenfold (cfg.lr_drops times; recorded in `best`) and the run goes on; the stall after the last drop, or
-    any stall under another schedule, ends the run. `best` empty (nothing evaluated yet): never a stall."""
-    if not best:
-        return False
-    if at - max(best["epoch"], best.get("dropped_at", 0)) < span:
+    """Whether the score has not improved for `span` since best['epoch'] or the last drop of the rate. With schedule
+    plateau a stall first lowers the rate tenfold (cfg.lr_drops times) and the run goes on."""
+    if not best or at - max(best["epoch"], best.get("dropped_at", 0)) < span:  # best empty: nothing evaluated yet
         return False
     drops = best.get("drops", 0)
     if cfg.schedule == "plateau" and drops < cfg.lr_drops:
@@ -229,14 +211,6 @@ def plateau_stop(best: dict, at: int, span: int, cfg: TrainConfig, optimizer, sc
     return True
 
 
-def keep_best(run: Run, ev: dict, epoch: int, best: dict) -> None:
-    """Early stopping: remember the weights of the best evaluation so far (accuracy, or loss when there is none)."""
-    score = ev["acc"] if "acc" in ev else -ev["loss"]
-    if not best or score > best["score"]:
-        weights = {k: v.detach().clone() for k, v in run.final_model.state_dict().items()}
-        best.update(score=score, epoch=epoch, weights=weights)
-
-
 def _evaluate(run: Run, loader) -> dict:
     if run.sharded:
         distributed.sync_buffers(run.model)
@@ -244,8 +218,7 @@ def _evaluate(run: Run, loader) -> dict:
 
 
 def finish(run: Run, best: dict, stopped: str) -> Result:
-    """After the last epoch: the test set (unless the run was stopped early), and the final weights (the EMA's when
-    there is one) in out/model.safetensors with their configuration."""
+    """After the last epoch: the test set (unless the time budget stopped the run), then out/model.safetensors."""
     run.logs.flush()
     if best:  # early stopping: test and save the best weights, not the last
         run.final_model.load_state_dict(best["weights"])
@@ -256,15 +229,7 @@ def finish(run: Run, best: dict, stopped: str) -> Result:
             write_json(run.out / "test.json", test, indent=2)
     if run.out is not None:
         save_model(run.final_model, run.out, run.model_config, sharded=run.sharded, rank=run.rank)
-    return Result(
-        model=run.final_model,
-        history=run.logs.history,
-        steps=run.logs.steps,
-        test=test,
-        out=run.out,
-        stopped=stopped,
-        best_epoch=best.get("epoch"),
-    )
+    return Result(run.final_model, run.logs.history, run.logs.steps, test, run.out, stopped, best.get("epoch"))
 
 
 def check_finite(run: Run, bad_step: torch.Tensor, epoch: int) -> None:
@@ -296,31 +261,18 @@ def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=Non
     if sums is not None and dist.is_initialized():
         sums = sums.clone()
         dist.all_reduce(sums)  # rank 0 keeps every process's share; on resume the others start from zero
-    whole = gather_full_state(run.model, run.optimizer) if run.sharded else (None, None)  # every process takes part
-    if run.rank == 0:
-        progress = {
-            "epoch": epoch,
-            "step_in_epoch": step_in_epoch,
-            "global_step": step,
-            "sums": sums.tolist() if sums is not None else None,
-        }
-        meta = {
-            "model_config": run.model_config,
-            "config": dataclasses.asdict(run.cfg),
-            "history": run.logs.history,
-            "steps": run.logs.steps,
-            "vitlib": __version__,
-        }
-        if run.config_changes:
-            meta["config_changes"] = run.config_changes
-        save_checkpoint(
-            run.ckpt_path,
-            run.model,
-            run.optimizer,
-            run.scheduler,
-            run.ema,
-            progress=progress,
-            meta=meta,
-            model_state=whole[0],
-            optimizer_state=whole[1],
-        )
+    gathered = gather_full_state(run.model, run.optimizer) if run.sharded else None  # every process takes part
+    if run.rank != 0:
+        return
+    sums = None if sums is None else sums.tolist()
+    progress = dict(epoch=epoch, step_in_epoch=step_in_epoch, global_step=step, sums=sums)
+    meta = {
+        "model_config": run.model_config,
+        "config": dataclasses.asdict(run.cfg),
+        "history": run.logs.history,
+        "steps": run.logs.steps,
+        "vitlib": __version__,
+    }
+    if run.config_changes:
+        meta["config_changes"] = run.config_changes
+    save_checkpoint(run.ckpt_path, run.model, run.optimizer, run.scheduler, run.ema, progress, meta, gathered)

@@ -1,18 +1,13 @@
-"""Named training recipes: the paper's pre-training recipe, the modern small-data recipe, self-supervised pre-training
-and the time-to-accuracy presets, each a set of `TrainConfig` options that explicit options override.
+"""Named training recipes (the paper's, DeiT's, self-supervised, time-to-accuracy), each a set of `TrainConfig`
+options that explicit options override; each says where it comes from and what was measured with it, if anything.
 
     python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet      # Table 3's ImageNet row
-    python -m vitlib.train --preset fmnist-5min --out runs/fmnist                           # then any --option wins
-    torchrun --nproc_per_node=8 -m vitlib.train --preset deit --dataset imagefolder:/data/imagenet --out runs/deit
     TrainConfig.from_preset("course-cpu", epochs=2)                                        # the same from Python
-
-Every preset says where it comes from and whether its result was measured here (`measured`): a preset that was not
-run says so instead of quoting a number.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -23,11 +18,9 @@ class Preset:
     options: dict  # TrainConfig fields
     measured: str = "not measured yet: needs a GPU"  # what was measured with it, or what it waits for
     hardware: str = "GPU"
-    extra: dict = field(default_factory=dict)
 
 
-# ImageNet-1k has 1,281,167 training images: at the paper's batch 4096 an epoch is 313 steps, and Table 3's 10k
-# warm-up steps are 32 epochs.
+# ImageNet-1k has 1,281,167 training images: at batch 4096 an epoch is 313 steps; Table 3's 10k warm-up steps, 32 epochs
 _IMAGENET_STEPS = 1_281_167 / 4096
 
 # a table, one preset per entry: kept as written
@@ -127,27 +120,6 @@ def get_preset(name: str) -> Preset:
 def preset_options(name: str | None) -> dict:
     """The TrainConfig options of a preset (a copy); none for name None."""
     return dict(get_preset(name).options) if name else {}
-
-
-def table() -> list[dict]:
-    """One row per preset: name, hardware, model, data set, objective, epochs, batch, lr, measured."""
-    rows = []
-    for p in PRESETS.values():
-        o = p.options
-        rows.append(
-            {
-                "preset": p.name,
-                "hardware": p.hardware,
-                "model": o.get("model"),
-                "dataset": o.get("dataset"),
-                "objective": o.get("objective", "classify"),
-                "epochs": o.get("epochs"),
-                "batch": o.get("batch_size"),
-                "lr": o.get("lr"),
-                "measured": p.measured,
-            }
-        )
-    return rows
 
 
 def describe() -> str:

@@ -1,14 +1,12 @@
-"""A TrainConfig becomes a `Run` in one pass (`build_run`): the processes and device, the run folder checked once and
-locked, a resumed run's options compared with its checkpoint's, then every piece built from the options in the
-order that fixes the run's random draws (`vitlib.train.factory`), the checkpoint's state loaded into them and
-config.json written. The Run is frozen: the loop (`vitlib.train.loop`) steps its model and optimiser, appends to its
-history, and never changes what it is.
-
-The options go one way: train (loop) -> build_run (here) -> the builders (factory, folder, checkpoint), which return."""
+"""A TrainConfig becomes a frozen `Run` in one pass (`build_run`): processes and device, the run folder checked and
+locked, a resumed run's options compared with its checkpoint's, every piece built (`vitlib.train.factory`), the
+checkpoint loaded into them and config.json written. The loop steps its model and optimiser only."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,22 +19,13 @@ from ..utils import write_json
 from . import distributed, factory
 from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint
 from .config import CHANGEABLE_OPTIONS, TrainConfig, allowed_changes, resume_differences
-from .ema import EMA
 from .folder import RunFolderError, RunLock, check_folder, remove_stale_temporaries, say
 from .metrics import MetricsLog
+from .optim import EMA
 
 
 class ResumeMismatchError(CheckpointError):
     """A resumed run whose options differ from those of the run that wrote the checkpoint."""
-
-
-@dataclass(frozen=True)
-class Start:
-    """Where a run starts: epoch, step in that epoch, the epoch's running sums so far (a mid-epoch checkpoint)."""
-
-    epoch: int = 0
-    step: int = 0
-    sums: list | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,8 +55,9 @@ class Run:
     logs: MetricsLog  # the rows so far (logs.history, logs.steps), in memory and in the run folder
     out: Path | None
     ckpt_path: Path | None
-    lock: RunLock | None  # out/.lock while the run holds its folder
-    start: Start = Start()
+    start_epoch: int = 0  # where a resumed run starts: the epoch, the step in it, and the epoch's running sums so far
+    start_step: int = 0
+    start_sums: list | None = None  # (loss sum, correct, count) of the steps before start_step
     config_changes: list = field(default_factory=list)  # options changed on resume (allow_change), oldest first
 
     @property
@@ -80,10 +70,9 @@ class Run:
         return self.ema.module if self.ema else self.model
 
 
-def build_run(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None = None) -> Run:
-    """Everything before the first step (`cfg` was checked when it was made): the run folder held (out/.lock,
-    released by the loop at the end, or here when setting up fails), then the run built; `model` / `data`: given
-    instead of built."""
+@contextlib.contextmanager
+def build_run(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | None = None) -> Iterator[Run]:
+    """Everything before the first step; the run folder stays locked until the with block ends (also on an error)."""
     rank, world, device = distributed.setup(cfg.device)
     out = Path(cfg.out).expanduser() if cfg.out else None
     ckpt_path = out / "checkpoint.safetensors" if out else None
@@ -91,28 +80,26 @@ def build_run(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | 
     try:
         meta = _resume_meta(cfg, ckpt_path, rank) if cfg.resume else {}
         parts = factory.build_parts(cfg, model, data, device, rank, world)
-        history, steps, start = [], [], Start()
+        history, steps, start = [], [], {}
         if cfg.resume:
             model, opt, sched, ema = parts["model"], parts["optimizer"], parts["scheduler"], parts["ema"]
             loaded = load_checkpoint(ckpt_path, model, opt, sched, ema, parts["model_config"], parts["sharded"])
-            progress = loaded["progress"]
-            start = Start(progress["epoch"], progress["step_in_epoch"], progress.get("sums"))
+            at = loaded["progress"]  # epoch, step_in_epoch, and the running sums of a mid-epoch checkpoint
+            start = dict(start_epoch=at["epoch"], start_step=at["step_in_epoch"], start_sums=at.get("sums"))
             history, steps = list(loaded.get("history", [])), list(loaded.get("steps", []))
         logs = MetricsLog(out if rank == 0 else None, steps, history)
         run = Run(**parts, cfg=cfg, device=device, rank=rank, world=world, logs=logs, out=out, ckpt_path=ckpt_path,
-                  lock=lock, start=start, config_changes=meta.get("changes", []))  # fmt: skip
+                  **start, config_changes=meta.get("changes", []))  # fmt: skip
         if out is not None and rank == 0:
             _write_config(run)
-        return run
-    except BaseException:
+        yield run
+    finally:
         if lock is not None:
             lock.release()
-        raise
 
 
 def _hold(out: Path | None, ckpt_path: Path | None, resume: bool, rank: int, world: int) -> RunLock | None:
-    """The run folder checked (a folder that can be written), taken by rank 0 (out/.lock, the temporaries of killed
-    runs cleared), and its checkpoint: never overwritten unless the run resumes it."""
+    """The run folder checked and locked by rank 0; its checkpoint is never overwritten unless the run resumes."""
     if out is None:
         return None
     lock, error = None, None
@@ -133,18 +120,16 @@ def _hold(out: Path | None, ckpt_path: Path | None, resume: bool, rank: int, wor
             if lock is not None:
                 lock.release()
     if world > 1:  # every process learns whether rank 0 could take the folder
-        shared = [None if error is None else str(error)]
-        distributed.broadcast_object(shared)
-        if shared[0] is not None and error is None:
-            error = RunFolderError(shared[0])
+        message = distributed.rank0_error(None if error is None else str(error))
+        if message is not None and error is None:
+            error = RunFolderError(message)
     if error is not None:
         raise error
     return lock
 
 
 def _resume_meta(cfg: TrainConfig, ckpt_path: Path, rank: int = 0) -> dict:
-    """Before any work: the options of the checkpoint's run and this one's must be the same, but for the session
-    options (where and how it runs) and those named in allow_change. Returns {'changes': the changes so far}."""
+    """Refuse a resume with options other than the checkpoint's; returns {'changes': the changes so far}."""
     _, meta = read_checkpoint(ckpt_path, tensors=False)
     saved, history = meta.get("config"), list(meta.get("config_changes", []))
     if not saved:
@@ -177,8 +162,6 @@ def _resume_meta(cfg: TrainConfig, ckpt_path: Path, rank: int = 0) -> dict:
 
 
 def _write_config(run: Run) -> None:
-    run.out.mkdir(parents=True, exist_ok=True)
-    parallel = "fsdp" if run.sharded else "ddp" if run.world > 1 else "none"
     info = {
         "train": dataclasses.asdict(run.cfg),
         "model": run.model_config,
@@ -186,7 +169,7 @@ def _write_config(run: Run) -> None:
         "vitlib": __version__,
         "torch": torch.__version__,
         "processes": run.world,
-        "parallel": parallel,
+        "parallel": "fsdp" if run.sharded else "ddp" if run.world > 1 else "none",
     }
     if run.config_changes:  # resumed with other epochs, steps, ...: what the run had before (train: the options now)
         info["config_changes"] = run.config_changes
