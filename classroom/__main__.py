@@ -10,6 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from vitlib.utils import command_line
+
 from .runner import ClassroomError, Options
 from .sandbox import Limits, course_root
 
@@ -171,4 +173,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_line(main))

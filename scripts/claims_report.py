@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course.claims import report  # noqa: E402
+from vitlib.utils import command_line  # noqa: E402
 
 
 def main() -> int:
@@ -28,4 +29,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_line(main))

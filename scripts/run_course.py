@@ -18,6 +18,8 @@ from pathlib import Path
 
 import papermill as pm
 
+from vitlib.utils import command_line
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 CLAIMS = ROOT / "results" / "CLAIMS.md"
@@ -176,4 +178,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_line(main))

@@ -48,6 +48,7 @@ from course.claims import CLAIMS, SCALES, report  # noqa: E402
 from course.experiments import RESUME_VARIABLE  # noqa: E402
 from course.notebook import declared_parameters  # noqa: E402
 from course.parallel import START_VARIABLE, STARTS, check_jobs, default_jobs  # noqa: E402
+from vitlib.utils import command_line  # noqa: E402
 
 EXPERIMENTS = sorted({c["notebook"] for c in CLAIMS.values()})
 
@@ -173,4 +174,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_line(main))

@@ -135,3 +135,17 @@ def test_the_claims_report_names_a_damaged_results_file(tmp_path):
     (tmp_path / "quick" / ".11_class_token_and_norm.new").mkdir()
     (tmp_path / "quick" / ".11_class_token_and_norm.new" / "x.json").write_text("{")
     assert results_of(tmp_path, "quick") == {}  # a folder being replaced is not read
+
+
+def test_the_scripts_end_a_failure_with_an_error_line_not_a_traceback(tmp_path):
+    """issue 60: a damaged results file through the claims report's command line: `error: ...` naming the file, exit
+    code 2, no traceback (--debug: tests/test_utils.py)."""
+    import sys
+
+    folder = tmp_path / "quick" / "11_class_token_and_norm"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text('{"verdicts": [')
+    cmd = [sys.executable, str(ROOT / "scripts" / "claims_report.py"), "--results", str(tmp_path)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.startswith("error: ") and "Traceback" not in run.stderr
+    assert "x.json: not a readable results file" in run.stderr
