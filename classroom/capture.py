@@ -17,6 +17,7 @@ How a value becomes data: encoding.py.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import pickle
 import signal
@@ -69,8 +70,10 @@ def _wrap_returned(name, fn, index: int):
 
 
 def _register(out, index: int, path: tuple, depth: int = 0) -> None:
-    """Remember a recorded call's output (and the items of a tuple or list it returned) as ("earlier", index, path)."""
-    _state["made"].append((out, ("earlier", index, path)))
+    """Remember a recorded call's output (and the items of a tuple or list it returned) as ("earlier", index, path).
+    Not a number, string or None: Python shares those, so a constant input would look like an earlier output."""
+    if not isinstance(out, (int, float, complex, str, bytes, type(None))):
+        _state["made"].append((out, ("earlier", index, path)))
     if isinstance(out, (tuple, list)) and depth < 2:
         for k, item in enumerate(out[:64]):
             _register(item, index, path + (k,), depth + 1)
@@ -81,10 +84,9 @@ class _Pickler(pickle.Pickler):
     array) is stored as a reference to that call, never as its value: replayed, it is the student's own result."""
 
     def persistent_id(self, obj):
-        for made, ref in _state["made"]:
-            if made is obj or _same_array(made, obj):
-                return ref
-        return None
+        if not hasattr(obj, "shape"):  # most inputs: only the same object can be an earlier output
+            return next((ref for made, ref in _state["made"] if made is obj), None)
+        return next((ref for made, ref in _state["made"] if made is obj or _same_array(made, obj)), None)
 
 
 def _same_array(a, b) -> bool:
@@ -102,8 +104,6 @@ def _where():
 
 
 def _dumps(obj):
-    import io
-
     try:
         buffer = io.BytesIO()
         _Pickler(buffer, protocol=4).dump(obj)
@@ -226,22 +226,25 @@ class _Unpickler(pickle.Unpickler):
     """Loads a call's inputs with the student's own results where the instructor's call used an earlier output."""
 
     def __init__(self, blob: bytes, earlier: list):
-        import io
-
         super().__init__(io.BytesIO(blob))
         self.earlier = earlier
 
     def persistent_load(self, ref):
         _, index, path = ref
-        value = self.earlier[index] if index < len(self.earlier) else _Missing
-        for k in path:
-            value = value[k] if value is not _Missing else value
-        if value is _Missing:
-            raise LookupError(f"needs the result of call {index + 1}, which your code did not return")
-        return value
+        return _earlier(self.earlier, index, path)
 
 
 _Missing = object()
+
+
+def _earlier(earlier: list, index: int, path: tuple = ()):
+    """The student's result of call `index` (an item of it, by `path`)."""
+    value = earlier[index] if index < len(earlier) else _Missing
+    if value is _Missing:
+        raise LookupError(f"needs the result of call {index + 1}, which your code did not return")
+    for k in path:
+        value = value[k]
+    return value
 
 
 def _call(target, call: dict, earlier: list):
@@ -250,7 +253,7 @@ def _call(target, call: dict, earlier: list):
 
     if call["kind"] == "returned":  # a call of the function an earlier call returned: the student's own
         index, args, kwargs = load(call["blob"])
-        return _Unpickler(b"", earlier).persistent_load(("earlier", index, ()))(*args, **kwargs)
+        return _earlier(earlier, index)(*args, **kwargs)
     if call["kind"] != "module":
         args, kwargs = load(call["blob"])
         return target(*args, **kwargs)

@@ -175,7 +175,7 @@ def grade_class(
     try:
         recorded = _record_all(assignments, cat, root, options, common)
         common["notebooks"] = str(_released_view(source, root / "released"))
-        jobs = _jobs(students, assignments, cat, submissions, (jobs_root, root / "logs"), recorded, common)
+        jobs = _jobs(students, assignments, cat, submissions, jobs_root, root / "logs", recorded, common)
         rows = _run_jobs(jobs, len(students), options)
     finally:
         if options.keep:
@@ -204,7 +204,7 @@ def _released_view(source: Path, out: Path) -> Path:
     return out
 
 
-def _jobs(students, assignments, cat, submissions: Path, roots: tuple, recorded: dict, common: dict) -> list[dict]:
+def _jobs(students, assignments, cat, submissions: Path, jobs_root: Path, logs: Path, recorded, common) -> list[dict]:
     jobs, uids = [], sandbox.allocate_uids(len(students) * len(assignments))
     for student in students:
         refused = folders.check_plain(submissions / student)
@@ -223,8 +223,8 @@ def _jobs(students, assignments, cat, submissions: Path, roots: tuple, recorded:
                     note=note if path else None,
                     refused=refused,
                     student_dir=str(submissions / student),
-                    dir=str(roots[0] / f"{n:05d}"),  # numbered: no two students share a folder
-                    log=str(roots[1] / f"{n:05d}.log"),
+                    dir=str(jobs_root / f"{n:05d}"),  # numbered: no two students share a folder
+                    log=str(logs / f"{n:05d}.log"),
                     uid=uids[n - 1] if os.geteuid() == 0 else None,  # as root: a user id of its own
                     recorded=str(recorded[assignment]),
                 )

@@ -103,7 +103,9 @@ def command_line(main, plain: tuple = (ValueError,)) -> int:
     except (KeyboardInterrupt, Exception) as exc:  # the boundary: what a user meets becomes a message
         if debug:
             raise
-        code, text = (130, "stopped (Ctrl-C)") if isinstance(exc, KeyboardInterrupt) else (2, error_text(exc))
-        text = str(exc) if isinstance(exc, plain) else text if code == 130 else f"{text} (--debug shows the traceback)"
+        if isinstance(exc, KeyboardInterrupt):
+            print("error: stopped (Ctrl-C)", file=sys.stderr)
+            return 130
+        text = str(exc) if isinstance(exc, plain) else f"{error_text(exc)} (--debug shows the traceback)"
         print(f"error: {text}", file=sys.stderr)
-        return code
+        return 2

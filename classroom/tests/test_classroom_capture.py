@@ -114,3 +114,20 @@ def test_a_returned_function_is_judged_by_what_it_returns(tmp_path):
 
     assert graded(honest) == "passed"
     assert graded(lambda peak: lambda step: 0.0) == "failed"
+
+
+def test_a_constant_input_is_not_taken_for_an_earlier_output(tmp_path, monkeypatch):
+    """An earlier call returned (2, 3): a later call's constant 3 is still the instructor's input (Python shares small
+    ints, so identity alone would chain it); an array past MAX_ARRAY against a small one is judged by its shape."""
+    for sub in ("inputs", "expected"):
+        (tmp_path / sub).mkdir()
+    namespace = {"pair": lambda: (2, 3), "triple": lambda n: 3 * n}
+    capture.begin(namespace, "e5", ["pair", "triple"])
+    assert namespace["triple"](namespace["pair"]()[1]) == 9
+    capture.end(namespace, "e5", ["pair", "triple"], folder=str(tmp_path))
+    calls = pickle.loads((tmp_path / "inputs" / "e5.pkl").read_bytes())
+    assert pickle.loads(calls[1]["blob"]) == ((3,), {})
+    monkeypatch.setattr(encoding, "MAX_ARRAY", 1024)
+    big, small = capture.encode(torch.linspace(0, 1, 4096)), capture.encode(torch.zeros(8))
+    assert verdict.differ(big, small) == "its shape is (8,), not (4096,)"
+    assert verdict.differ(big, capture.encode(torch.zeros(4096, dtype=torch.int64))).startswith("its dtype is int64")
