@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import json
 import math
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout vitlib runs from (or site-packages when installed)
@@ -93,6 +96,29 @@ def error_text(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM stopped a run after it saved where it was; `code`: 130 or 143."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """SIGINT and SIGTERM are noted in the list it yields (the loop saves and stops at its next step); a second one
+    acts at once. Outside the main thread, signals are left as they are."""
+    signals, main = [], threading.current_thread() is threading.main_thread()
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    restore = lambda: [signal.signal(s, handler) for s, handler in old.items()]  # noqa: E731
+    for s in old:
+        signal.signal(s, lambda signum, frame: (signals.append(signum), restore()))
+    try:
+        yield signals
+    finally:
+        restore()
+
+
 def command_line(main, plain: tuple = (ValueError,)) -> int:
     """Run a command line's main(): a failure ends with `error: ...` and exit code 2 (Ctrl-C: 130), never a traceback
     (`plain` errors: their message alone); `--debug` (taken out of sys.argv) or VITLIB_DEBUG=1 shows the traceback."""
@@ -103,9 +129,9 @@ def command_line(main, plain: tuple = (ValueError,)) -> int:
     except (KeyboardInterrupt, Exception) as exc:  # the boundary: what a user meets becomes a message
         if debug:
             raise
-        if isinstance(exc, KeyboardInterrupt):
-            print("error: stopped (Ctrl-C)", file=sys.stderr)
-            return 130
+        if isinstance(exc, KeyboardInterrupt):  # a run stopped by a signal says where it saved
+            print(f"error: {exc if isinstance(exc, Stopped) else 'stopped (Ctrl-C)'}", file=sys.stderr)
+            return exc.code if isinstance(exc, Stopped) else 130
         text = str(exc) if isinstance(exc, plain) else f"{error_text(exc)} (--debug shows the traceback)"
         print(f"error: {text}", file=sys.stderr)
         return 2

@@ -1,18 +1,12 @@
-"""What a ViT costs: forward FLOPs per image, counted from its `ViTConfig` (Table 1 sizes, any patch size; a
-hybrid's CNN stem measured), and sequence lengths.
+"""What a ViT costs: forward FLOPs per image from its `ViTConfig` (a hybrid's CNN stem measured), sequence lengths.
 
-Only the matrix multiplications are counted, 2 FLOPs per multiply-add, as `torch.utils.flop_counter.FlopCounterMode`
-does: the patch embedding x_p E, and in each of the L layers the qkv projection, the attention logits q k^T, the
-weighted sum of the values A v, the output projection and the two MLP layers; then the head. LayerNorm, GELU, softmax,
-biases and residual additions are left out (they are linear in N and small). With L = N + 1 tokens ([class] token),
-width D, MLP size M and patches of P^2 C values, one layer costs
+Only matrix multiplications count, 2 FLOPs per multiply-add (as `torch.utils.flop_counter.FlopCounterMode`): x_p E,
+then per layer, with L = N + 1 tokens, width D and MLP size M,
 
     qkv 2 L D 3D + logits 2 L^2 D + A v 2 L^2 D + proj 2 L D D + MLP 2 L D M 2 = 8 L D^2 + 4 L D M + 4 L^2 D
 
-so the attention logits and A v (4 L^2 D) are the only part that grows with the square of N.
-
-Beware of units: torchvision's `weights.meta["_ops"]`, timm, fvcore and the DeiT paper quote multiply-adds (MACs)
-under the name "GFLOPs" (ViT-B/16: 17.6); in FLOPs, as here and in the ViT paper's exaFLOPs, that is twice as much.
+(only 4 L^2 D grows with the square of N), then the head. torchvision's `_ops`, timm, fvcore and DeiT quote
+multiply-adds as "GFLOPs" (ViT-B/16: 17.6): half the FLOPs counted here and in the paper's exaFLOPs.
 """
 
 from __future__ import annotations

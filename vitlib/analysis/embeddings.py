@@ -93,24 +93,12 @@ def similarity_by_distance(source, grid: tuple[int, int] | None = None) -> list[
 
 
 def position_structure(source, grid: tuple[int, int] | None = None) -> dict:
-    """Numbers for what Fig. 7 (center) shows, "closer patches tend to have more similar position embeddings" (§4.5):
-
-    neighbour             mean cosine similarity of the E_pos of side-by-side patches (sharing an edge);
-    far                   mean over pairs at least half the grid apart along rows or columns
-                          (Chebyshev distance >= ceil(max(gh, gw) / 2));
-    gap                   neighbour - far: > 0 when near patches are more alike than far ones;
-    distance_corr         Pearson correlation of similarity and distance over all pairs (< 0: similarity falls off
-                          with distance);
-    nearest_is_neighbour  fraction of patches whose most similar *other* patch touches it (8-neighbourhood);
-    chance_nearest        the same fraction expected when the most similar other patch is a random one;
-    self_is_max           fraction of patches whose E_pos is more similar to itself than to any other patch (1.0
-                          unless two patches share an embedding, e.g. all-zero or duplicated rows);
-    line_effect           the row-column structure: how much more alike two patches in the same row or column are
-                          than two patches at the same distance that are not (the coefficient of "same row or
-                          column" in a least-squares fit of similarity on distance and it, over all pairs).
-
-    Random (untrained) embeddings give gap ~ 0, distance_corr ~ 0, line_effect ~ 0 and nearest_is_neighbour ~
-    chance_nearest.
+    """Numbers for Fig. 7 (center), "closer patches tend to have more similar position embeddings" (§4.5): cosine
+    similarity of E_pos averaged over side-by-side patches (`neighbour`) and pairs at least half the grid apart along
+    rows or columns (`far`); `gap` = neighbour - far; `distance_corr` (Pearson, similarity against distance);
+    `nearest_is_neighbour` (the share of patches whose most similar other patch touches it) against `chance_nearest`;
+    `self_is_max` (1.0 unless rows repeat); `line_effect` (the least-squares coefficient of "same row or column" beside
+    distance). Random embeddings give gap, distance_corr and line_effect ~ 0 and nearest_is_neighbour ~ chance.
     """
     sim = position_similarity(source, grid)
     n, gh, gw = sim.shape

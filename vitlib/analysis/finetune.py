@@ -1,22 +1,12 @@
 """Fine-tuning a pre-trained ViT, possibly at a higher resolution (section 3.2).
 
-    ft = prepare_for_finetuning(pretrained, num_classes=10, image_size=28)            # the paper's recipe
-    ft = prepare_for_finetuning(pretrained, num_classes=10, image_size=28, pos_interp="fresh")   # a baseline
+    ft = prepare_for_finetuning(pretrained, num_classes=10, image_size=28)  # the paper's recipe
 
-The paper: "we remove the pre-trained prediction head and attach a zero-initialized D x K feedforward layer" and
-"it is often beneficial to fine-tune at higher resolution than pre-training ... we keep the patch size the same, which
-results in a larger effective sequence length. ... The pre-trained position embeddings may no longer be meaningful,
-so we perform 2D interpolation of the pre-trained position embeddings, according to their location in the original
-image." The patch embedding E, the encoder and the [class] token carry over unchanged: only the number of patches
-N = HW / P^2 grows. What changes is E_pos, one row per patch, and `pos_interp` picks how the new rows are made:
-
-- "2d": the paper's 2D interpolation (`vitlib.model.resample_pos_embed`): the gh x gw grid of embeddings is
-  resampled as an image with D channels, so each new patch gets the embedding of its location in the old grid;
-- "1d": a baseline that forgets the grid: the sequence of N embeddings is stretched to N' by 1D interpolation, so
-  row ends and row starts are blended;
-- "fresh": a baseline that draws the patch embeddings again at random (std 0.02, as at initialisation).
-
-The [class] token's own position embedding (the prefix) is kept in every case.
+The paper removes the pre-trained head, attaches a zero-initialised D x K layer and, at a higher resolution, keeps P
+(so N = HW / P^2 grows) and "perform[s] 2D interpolation of the pre-trained position embeddings". `pos_interp` picks
+how E_pos's new rows are made: "2d" the paper's (`vitlib.model.resample_pos_embed`, the grid resampled as an image of
+D channels); "1d" a baseline that stretches the sequence and blends row ends with row starts; "fresh" a baseline
+drawn again at random (std 0.02). The [class] token's own position embedding is kept in every case.
 """
 
 from __future__ import annotations
@@ -57,9 +47,7 @@ def fresh_pos_embed(
 def replace_head(model: VisionTransformer, num_classes: int) -> VisionTransformer:
     """Section 3.2: drop the pre-training head (MLP or linear) for a zero-initialised D x K linear layer, in place."""
     if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(
-            f"num_classes must be a positive int (K, the classes of the fine-tuning task), got {num_classes!r}."
-        )
+        raise ValueError(f"num_classes must be a positive int (K: the task's classes), got {num_classes!r}.")
     device = next(model.parameters()).device
     model.pre_logits, model.head = nn.Identity(), nn.Linear(model.config.dim, num_classes).to(device)
     nn.init.zeros_(model.head.weight)

@@ -18,9 +18,7 @@ def extract_features(
     """(features (N, D), labels (N,)) of a split: what the model's classifier head receives (for a ViT the pooled
     y = LN(z_L^0) of eq. 4, for a CNN its globally pooled feature map), read with a hook on `model.head`."""
     if not isinstance(split, TensorSplit):
-        raise TypeError(
-            "extract_features works on in-memory splits (TensorSplit); for image folders, load a subset first."
-        )
+        raise TypeError("extract_features works on in-memory splits; for image folders, load a subset first.")
     head = getattr(model, "head", None)
     if not isinstance(head, nn.Module):
         raise TypeError(f"{type(model).__name__} has no `head` module whose input could be read as its features.")

@@ -83,9 +83,7 @@ def verify_checksums(folder: Path) -> None:
         raise DataError(f"{sums} is missing: restore data/ from the repository (git checkout -- data).")
     for number, line in enumerate(sums.read_text().splitlines(), 1):
         if len(line.split()) != 2:
-            raise DataError(
-                f"{sums} line {number} is {line!r}, not '<sha256>  <file>': restore it from the repository."
-            )
+            raise DataError(f"{sums} line {number} is {line!r}, not '<sha256>  <file>': restore it from git.")
         digest, name = line.split()
         path = Path(folder) / name
         if not path.exists():

@@ -5,6 +5,7 @@ GPU when there is one), `FolderLoader` image files through DataLoader workers. B
 from __future__ import annotations
 
 import math
+import signal
 
 import torch
 import torchvision.transforms.v2 as T
@@ -46,11 +47,8 @@ class ShardedBatches:
 
 
 class TensorLoader(ShardedBatches):
-    """Batches of a TensorSplit: uint8 -> augmented -> float, normalised with (mean, std), on `device`.
-
-    The whole split is held on `device` as uint8 (Fashion-MNIST's 60,000 images are 47 MB), so a batch is an index.
-    On the CPU every image gets its own RandAugment draw; on a GPU the batch is cut into `randaugment_groups` groups
-    (default RANDAUGMENT_GROUPS) that share a draw, and crop-flip offsets are drawn by a CUDA generator (no sync)."""
+    """Batches of a TensorSplit held on `device` as uint8 (a batch is an index): augmented, normalised floats. On a
+    GPU the batch's `randaugment_groups` groups share a RandAugment draw (on the CPU each image has its own)."""
 
     def __init__(self, split: TensorSplit, batch_size: int, mean, std, *, randaugment_groups=None, **options):
         super().__init__(len(split), batch_size, **options)
@@ -132,12 +130,18 @@ class FolderLoader(ShardedBatches):
             num_workers=self.num_workers,
             pin_memory=self.device.type == "cuda",
             generator=torch.Generator().manual_seed(batch_seed(self.seed, epoch, start)),
+            worker_init_fn=_ignore_ctrl_c,
         )
         try:
             for images, labels in loader:
                 yield images.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
         except DataError as exc:  # from a worker: its message is the last line of the worker's traceback
             raise DataError(str(exc).strip().splitlines()[-1].split("DataError: ", 1)[-1]) from None
+
+
+def _ignore_ctrl_c(worker: int) -> None:
+    """Ctrl-C reaches the workers too: only the main process handles it (it saves and stops the run)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _SeededImages(torch.utils.data.Dataset):

@@ -39,11 +39,8 @@ def synthetic_relation(
     n: int, size: int = 32, cell: int = 8, seed: int = 0, glyphs: torch.Tensor | None = None, min_distance: int = 2
 ) -> TensorSplit:
     """Same or different: two glyphs of a fixed vocabulary sit in two cells of a (size / cell)^2 grid at least
-    `min_distance` cells apart (Chebyshev), on dim noise; the label is 1 when they are the same glyph (balanced).
-
-    A relation between two distant patches decides the label: a convolution sees one glyph at a time until its
-    receptive field spans both, while self-attention compares any two patches in one step (cell = P puts each
-    glyph in the middle of one patch)."""
+    `min_distance` cells apart (Chebyshev), on dim noise; label 1 when they are the same glyph (balanced). A
+    convolution sees one glyph at a time until its receptive field spans both; self-attention compares them at once."""
     glyphs = relation_glyphs() if glyphs is None else glyphs
     k, gs = glyphs.shape[0], glyphs.shape[-1]
     if size % cell or gs > cell:

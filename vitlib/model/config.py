@@ -63,18 +63,14 @@ class ViTConfig:
         if not isinstance(self.image_size, int):
             object.__setattr__(self, "image_size", pair(self.image_size, "image_size"))
         if self.pool not in POOLS:
-            raise ValueError(
-                f"unknown pool {self.pool!r}: use 'cls' ([class] token, eq. 4) or 'gap' (global average pooling)."
-            )
+            raise ValueError(f"unknown pool {self.pool!r}: use 'cls' ([class] token, eq. 4) or 'gap' (global average).")
         if self.class_token is None:
             object.__setattr__(self, "class_token", self.pool == "cls")
         if self.pool == "cls" and not self.class_token:
             raise ValueError("pool='cls' needs the [class] token: set class_token=True or pool='gap'.")
         check_heads(self.dim, self.heads)
         if self.pos_embed not in POS_EMBED_KINDS:
-            raise ValueError(
-                f"unknown position embedding {self.pos_embed!r}: choose one of {', '.join(POS_EMBED_KINDS)}."
-            )
+            raise ValueError(f"unknown position embedding {self.pos_embed!r}: one of {', '.join(POS_EMBED_KINDS)}.")
         if self.hybrid is None:
             check_patch_size(self.image_size, self.patch_size)
 

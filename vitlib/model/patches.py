@@ -50,9 +50,7 @@ def resample_pos_embed(pos_embed, new_grid, old_grid=None, num_prefix_tokens: in
     n, dim = grid.shape[1], grid.shape[2]
     old_grid = square_grid(n, "patch position embeddings") if old_grid is None else tuple(old_grid)
     if old_grid[0] * old_grid[1] != n:
-        raise ValueError(
-            f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} cells but there are {n} patch embeddings."
-        )
+        raise ValueError(f"old_grid {old_grid} has {old_grid[0] * old_grid[1]} cells for {n} patch embeddings.")
     if tuple(old_grid) == tuple(new_grid):
         return pos_embed
     grid = grid.reshape(1, *old_grid, dim).permute(0, 3, 1, 2).float()

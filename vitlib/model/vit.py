@@ -150,9 +150,7 @@ class VisionTransformer(nn.Module):
         super().__init__()
         self.config = c = ViTConfig(**options) if config is None else config.replace(**options) if options else config
         if type(self) is VisionTransformer and c.variant:
-            raise ValueError(
-                f"{c.variant} is a variant (vitlib.model.variants): build it with vitlib.build_vit(config)."
-            )
+            raise ValueError(f"{c.variant} is a variant (vitlib.model.variants): build with vitlib.build_vit(config).")
         self.patch_embed = self.make_patch_embed(c, conv_patch_embed)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, c.dim)) if c.class_token else None  # x_class
         self.make_pos_embed(c)  # E_pos

@@ -1,11 +1,7 @@
-"""DINO (Caron et al. 2021; beyond the ViT paper): self-distillation without labels. A student ViT learns to give for
-one view of an image the distribution over K prototypes that a momentum teacher gives for another view:
-
-    loss = mean over pairs (teacher view t != student view s) of H(P_t, P_s),
-    P_t = softmax((g_teacher(x_t) - c) / tau_t),   log P_s = log_softmax(g_student(x_s) / tau_s)
-
-The teacher is an EMA of the student (momentum 0.996 -> 1, cosine), c a moving average of its outputs (centring),
-tau_t < tau_s sharpens it. The training step (views, optimiser, schedules) is in `course.dino`."""
+"""DINO (Caron et al. 2021; beyond the ViT paper): self-distillation without labels. Over views t != s, the loss is
+H(P_t, P_s), P_t = softmax((g_teacher(x_t) - c) / tau_t), log P_s = log_softmax(g_student(x_s) / tau_s): the teacher
+an EMA of the student (momentum 0.996 -> 1), c a moving average of its outputs (centring), tau_t < tau_s sharpening
+it. The training step (views, optimiser, schedules) is in `course.dino`."""
 
 from __future__ import annotations
 

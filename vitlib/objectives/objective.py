@@ -3,8 +3,7 @@
     objective = get_objective("classify", label_smoothing=0.1)     # or "mae", "mpp", "token"
     loss, correct, logits = objective.loss(net, images, labels)    # correct / logits: None where there are none
 
-The other objectives are models that wrap the ViT and return their own loss; a model names its objective
-(`objective_name`; none: a classifier), so a run cannot train it with the wrong one."""
+The others wrap the ViT and return their own loss; a model names its objective (`objective_name`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Token labelling (Jiang et al. 2021, LV-ViT; beyond the ViT paper): besides the [class] cross-entropy, every patch
-token i gets a soft K-class target t_i read off a teacher's dense score map, and a loss of its own:
-
-    L = CE(head(z_L^0), y) + beta * (1/N) sum_i softCE(token_head(z_L^i), t_i),   beta = 0.5 in the paper.
-
-The teacher is a small CNN whose classifier, applied per location before pooling, gives a class activation map;
-pooled to the patch grid and softmaxed with a temperature, it gives the targets (frozen: the same at every step)."""
+"""Token labelling (Jiang et al. 2021, LV-ViT; beyond the ViT paper): L = CE(head(z_L^0), y) + beta * (1/N) sum_i
+softCE(token_head(z_L^i), t_i), beta = 0.5, each patch token's soft target t_i read off a frozen CNN teacher's class
+activation map (its classifier per location, pooled to the patch grid, softmaxed with a temperature)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from .config import TrainConfig, check_config
 from .distributed import resolve_device
 from .factory import autocast_dtype, build_model, make_loader, model_config
 from .folder import RunFolderError
-from .loop import NonFiniteLossError, Result, plateau_stop, train
+from .loop import NonFiniteLossError, Result, Stopped, plateau_stop, train
 from .metrics import evaluate
 from .optim import EMA, lr_lambda, param_groups, vectorized
 from .presets import PRESETS, Preset, get_preset, preset_options

@@ -76,6 +76,7 @@ class TrainConfig:
     fsdp: bool = option(False, "under torchrun, shard weights, gradients and AdamW state with FSDP2 (not DDP)")
     checkpoint_every: int = option(0, "also checkpoint every N steps (0: at epoch ends only)")
     resume: bool = option(False, "continue from out/checkpoint.safetensors")
+    overwrite: bool = option(False, "start afresh in an out folder holding another run's results (removes them)")
     time_budget: float = option(0.0, "stop cleanly after this many minutes and save (0: no limit)")
     log_every: int = option(20, "steps between progress updates")
     eval_every: int = option(1, "evaluate (validation, else test split) every N epochs and after the last (0: never)")
@@ -98,8 +99,8 @@ class TrainConfig:
 
 # may differ between a run and its resumption: where and how it runs, not what it computes
 SESSION_OPTIONS = tuple(
-    "out resume allow_change device num_workers download data_root progress log_every checkpoint_every time_budget "
-    "eval_every eval_test patience compile fused_attention channels_last fsdp".split()
+    "out resume overwrite allow_change device num_workers download data_root progress log_every checkpoint_every "
+    "time_budget eval_every eval_test patience compile fused_attention channels_last fsdp".split()
 )
 # may differ on resume when named in allow_change (e.g. --allow-change epochs): everything else is the run itself
 CHANGEABLE_OPTIONS = ("epochs", "steps", "precision")
@@ -228,9 +229,7 @@ def check_config(cfg: TrainConfig) -> None:
         raise ValueError(f"objective={cfg.objective!r} pre-trains a ViT; {cfg.model!r} is a CNN.")
     # fsdp is refused in one process too: a one-process trial finds out before a long multi-GPU run
     if cfg.fsdp and is_cnn_name(cfg.model):
-        raise ValueError(
-            f"fsdp shards a ViT's encoder blocks; {cfg.model!r} is a CNN, small enough for plain DDP: drop fsdp."
-        )
+        raise ValueError(f"fsdp shards a ViT's blocks; {cfg.model!r} is a CNN, small enough for DDP: drop fsdp.")
     if cfg.fsdp and cfg.ema > 0:
         raise ValueError(
             "fsdp with ema is not supported: the EMA would be a whole, unsharded copy of the weights on every "

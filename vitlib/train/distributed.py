@@ -88,6 +88,17 @@ def past(started: float, minutes: float, device: torch.device) -> bool:
     return over
 
 
+def any_flag(flag: bool, device: torch.device, sync: bool) -> bool:
+    """Whether any process has `flag` set; under DDP only when `sync` (at log steps: no extra sync per step)."""
+    if not dist.is_initialized():
+        return flag
+    if not sync:
+        return False
+    shared = torch.tensor([float(flag)], device=device)
+    dist.all_reduce(shared, op=dist.ReduceOp.MAX)
+    return bool(shared.item())
+
+
 def rank0_error(error: str | None) -> str | None:
     """Rank 0's error message (or None) on every process (a collective): all processes stop together."""
     shared = [error]

@@ -5,6 +5,8 @@ decay, clipping at global norm 1. On a CPU a resumed run ends with the weights o
 from __future__ import annotations
 
 import dataclasses
+import math
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,7 @@ from torch import nn
 
 from .._version import __version__
 from ..data import batch_seed
-from ..utils import write_json
+from ..utils import Stopped, stop_signals, write_json
 from . import distributed
 from .checkpoint import gather_full_state, save_checkpoint, save_model
 from .config import TrainConfig
@@ -48,7 +50,7 @@ class Result:
 
 def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result:
     """Train cfg.model (or `model`) on cfg.dataset (or `data`): the model, the metrics and the test result."""
-    with build_run(cfg, model, data) as run:  # the run folder is free again at the end, also after an error
+    with build_run(cfg, model, data) as run, stop_signals() as signals:  # the folder is unlocked also after an error
         timer, best, stopped = time.perf_counter(), {}, "done"  # best: early stopping's best evaluation so far
         # one bar for the whole run (one per epoch would leave a line per epoch in a saved notebook)
         bar = progress_bar(
@@ -60,16 +62,19 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
             unit="step",
         )
         for epoch in range(run.start_epoch, run.epochs):
-            sums, bad_step, stop = train_epoch(run, epoch, timer, bar)
-            if stop is not None:  # the time budget ran out part-way through the epoch
+            sums, bad_step, stop = train_epoch(run, epoch, timer, bar, signals)
+            if stop is not None:  # the time budget ran out (or a signal came) part-way through the epoch
                 close_bar(bar)
                 checkpoint(run, *stop, sums, bad_step)
+                stop_if_signalled(run, signals, *stop)
                 stopped = f"time budget of {cfg.time_budget} min reached at epoch {stop[0] + 1}, step {stop[1]}"
                 if cfg.progress and run.rank == 0:
                     where = f"; checkpoint in {run.ckpt_path} (continue with resume)" if run.ckpt_path else ""
                     print(stopped + where)
                 break
-            if end_epoch(run, epoch, sums, timer, best):
+            ended = end_epoch(run, epoch, sums, timer, best)
+            stop_if_signalled(run, signals, epoch + 1, 0)
+            if ended:
                 stopped = f"early stopping after epoch {epoch + 1}: best at epoch {best['epoch']}"
                 if cfg.schedule == "plateau":
                     stopped += f", after {best.get('drops', 0)} tenfold drop(s) of the rate"
@@ -78,8 +83,8 @@ def train(cfg: TrainConfig, model: nn.Module | None = None, data=None) -> Result
         return finish(run, best, stopped)
 
 
-def train_epoch(run: Run, epoch: int, timer: float, bar):
-    """One epoch: its (loss sum, correct, count), the first non-finite step and (epoch, step) if time ran out."""
+def train_epoch(run: Run, epoch: int, timer: float, bar, signals: list):
+    """One epoch: its (loss sum, correct, count), the first non-finite step, and (epoch, step) if it stops early."""
     cfg, resumed = run.cfg, epoch == run.start_epoch
     first = run.start_step if resumed else 0
     run.net.train()
@@ -106,6 +111,8 @@ def train_epoch(run: Run, epoch: int, timer: float, bar):
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and not last:
             checkpoint(run, epoch, i + 1, sums, bad_step)
         if cfg.time_budget and not last and distributed.past(timer, cfg.time_budget, run.device):
+            return sums, bad_step, (epoch, i + 1)
+        if not last and distributed.any_flag(bool(signals), run.device, (i + 1) % cfg.log_every == 0):
             return sums, bad_step, (epoch, i + 1)
         if last:
             break
@@ -162,6 +169,7 @@ def log_interval(run: Run, epoch: int, i: int, sums, bad_step, log: dict, bar) -
 
 def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict) -> bool:
     """The epoch's row (evaluated when due) and checkpoint; returns whether early stopping ends the run here."""
+    own = sums.clone()  # this process's share, for a checkpoint if the evaluation fails
     if dist.is_initialized():
         dist.all_reduce(sums)
     loss_sum, correct, count = sums.tolist()
@@ -178,13 +186,19 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict
     split = "val" if "val" in run.eval_loaders else "test"  # without a validation split, watch the test set
     every = run.cfg.eval_every
     if split in run.eval_loaders and every and ((epoch + 1) % every == 0 or epoch + 1 == run.epochs):
-        ev = _evaluate(run, run.eval_loaders[split])
+        try:
+            ev = _evaluate(run, run.eval_loaders[split])
+        except Exception:  # e.g. an unreadable image: the epoch's training is kept, --resume evaluates it again
+            if not dist.is_initialized():
+                checkpoint(run, epoch, run.steps_per_epoch, own)
+            raise
+        check_finite_eval(run, split, ev, epoch)
         row.update({f"{split}_{k}": ev[k] for k in ("loss", "acc") if k in ev})
         score = ev["acc"] if "acc" in ev else -ev["loss"]  # early stopping keeps the weights of the best so far
         if run.cfg.patience and split == "val" and (not best or score > best["score"]):
             weights = {k: v.detach().clone() for k, v in run.final_model.state_dict().items()}
             best.update(score=score, epoch=epoch + 1, weights=weights)
-    run.logs.epoch(row)
+    run.logs.history.append(row)  # checkpoint first, then metrics.csv: the files never run ahead of the checkpoint
     if run.cfg.progress and run.rank == 0 and f"{split}_loss" in row:
         acc = lambda key: f" acc {row[key]:.4f}" if key in row else ""  # noqa: E731
         print(
@@ -192,6 +206,7 @@ def end_epoch(run: Run, epoch: int, sums: torch.Tensor, timer: float, best: dict
             f"{split} loss {row[f'{split}_loss']:.4f}{acc(f'{split}_acc')} | {row['time_s']:.0f} s"
         )
     checkpoint(run, epoch + 1, 0)
+    run.logs.epoch(row, append=False)
     # whether the validation score has not improved for `patience` evaluations: `plateau_stop` in epochs
     return plateau_stop(best, epoch + 1, run.cfg.patience * run.cfg.eval_every, run.cfg, run.optimizer, run.scheduler)
 
@@ -225,6 +240,7 @@ def finish(run: Run, best: dict, stopped: str) -> Result:
     test = None
     if run.cfg.eval_test and "test" in run.eval_loaders and not stopped.startswith("time budget"):
         test = _evaluate(run, run.eval_loaders["test"])
+        check_finite_eval(run, "test", test, run.epochs - 1)
         if run.out is not None and run.rank == 0:
             write_json(run.out / "test.json", test, indent=2)
     if run.out is not None:
@@ -243,6 +259,24 @@ def check_finite(run: Run, bad_step: torch.Tensor, epoch: int) -> None:
             f"the loss became non-finite at step {int(bad_step) + 1} (epoch {epoch + 1}); "
             f"{where}. Lower lr, raise warmup_epochs or keep grad_clip on."
         )
+
+
+def check_finite_eval(run: Run, split: str, ev: dict, epoch: int) -> None:
+    """A NaN or infinite validation or test loss ends the run as a non-finite training loss does."""
+    if not math.isfinite(ev["loss"]):
+        where = f"; the last good checkpoint is {run.ckpt_path}" if run.ckpt_path and run.ckpt_path.exists() else ""
+        raise NonFiniteLossError(
+            f"the {split} loss is {ev['loss']} after epoch {epoch + 1}: the weights no longer give finite logits "
+            f"(try precision fp32, a lower lr or grad_clip on){where}."
+        )
+
+
+def stop_if_signalled(run: Run, signals: list, epoch: int, step_in_epoch: int) -> None:
+    """Raise `Stopped` (exit code 128 + the signal) if a signal came; the checkpoint was just written."""
+    if distributed.any_flag(bool(signals), run.device, sync=True):  # under DDP: whichever process got it
+        step, signum = epoch * run.steps_per_epoch + step_in_epoch, signals[0] if signals else signal.SIGTERM
+        saved = f"checkpoint in {run.ckpt_path}: continue with --resume" if run.ckpt_path else "no out= folder: unsaved"
+        raise Stopped(f"stopped by {signal.Signals(signum).name} at step {step}; {saved}", 128 + signum)
 
 
 def checkpoint(run: Run, epoch: int, step_in_epoch: int, sums=None, bad_step=None) -> None:

@@ -64,8 +64,9 @@ class MetricsLog:
         self.steps.append(row)
         self._scalars("train", row, skip=("step",))
 
-    def epoch(self, row: dict) -> None:
-        self.history.append(row)
+    def epoch(self, row: dict, append: bool = True) -> None:
+        if append:
+            self.history.append(row)
         self._scalars("epoch", row, skip=("epoch", "step"))
         self.flush()
 

@@ -1,5 +1,5 @@
-"""Named training recipes (the paper's, DeiT's, self-supervised, time-to-accuracy), each a set of `TrainConfig`
-options that explicit options override; each says where it comes from and what was measured with it, if anything.
+"""Named training recipes (the paper's, DeiT's, self-supervised, time-to-accuracy): `TrainConfig` options that
+explicit options override, each with where it comes from.
 
     python -m vitlib.train --preset paper-imagenet --dataset imagefolder:/data/imagenet      # Table 3's ImageNet row
     TrainConfig.from_preset("course-cpu", epochs=2)                                        # the same from Python

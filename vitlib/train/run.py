@@ -76,7 +76,7 @@ def build_run(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | 
     rank, world, device = distributed.setup(cfg.device)
     out = Path(cfg.out).expanduser() if cfg.out else None
     ckpt_path = out / "checkpoint.safetensors" if out else None
-    lock = _hold(out, ckpt_path, cfg.resume, rank, world)
+    lock = _hold(out, ckpt_path, cfg, rank, world)
     try:
         meta = _resume_meta(cfg, ckpt_path, rank) if cfg.resume else {}
         parts = factory.build_parts(cfg, model, data, device, rank, world)
@@ -98,20 +98,34 @@ def build_run(cfg: TrainConfig, model: nn.Module | None = None, data: Dataset | 
             lock.release()
 
 
-def _hold(out: Path | None, ckpt_path: Path | None, resume: bool, rank: int, world: int) -> RunLock | None:
-    """The run folder checked and locked by rank 0; its checkpoint is never overwritten unless the run resumes."""
+RESULTS = ("checkpoint.safetensors", "model.safetensors", "metrics.csv", "steps.csv", "test.json")  # a run's files
+
+
+def _hold(out: Path | None, ckpt_path: Path | None, cfg: TrainConfig, rank: int, world: int) -> RunLock | None:
+    """The run folder checked and locked by rank 0; its results are never overwritten unless the run resumes (or
+    cfg.overwrite removes them)."""
     if out is None:
         return None
-    lock, error = None, None
+    lock, error, resume = None, None, cfg.resume
     if rank == 0:
         try:
             check_folder(out)
             lock = RunLock(out).acquire()
             remove_stale_temporaries(out)
+            found = [name for name in RESULTS if (out / name).exists()]
+            if cfg.overwrite and not resume:
+                for name in found:
+                    (out / name).unlink()
+            elif found and not resume and not ckpt_path.exists():
+                raise FileExistsError(
+                    f"{out} holds another run's results ({', '.join(found)}) and no checkpoint to resume: pass "
+                    f"overwrite=True (--overwrite) to replace them, or choose another output folder. Nothing was "
+                    f"overwritten."
+                )
             if ckpt_path.exists() and not resume:
                 raise FileExistsError(
-                    f"{ckpt_path} already exists: pass resume=True (--resume) to continue that run, or choose "
-                    f"another output folder. Nothing was overwritten."
+                    f"{ckpt_path} already exists: pass resume=True (--resume) to continue that run, overwrite=True "
+                    f"(--overwrite) to start afresh, or choose another output folder. Nothing was overwritten."
                 )
             if resume and not ckpt_path.exists():
                 raise FileNotFoundError(f"resume asked for, but there is no checkpoint at {ckpt_path}.")
