@@ -80,6 +80,10 @@ class TestTorchvision:
     def test_not_a_torchvision_vit(self):
         with pytest.raises(ValueError, match="conv_proj.weight"):
             from_torchvision(vitlib.create_model("ViT-Micro/4", image_size=28).state_dict())
+        with pytest.raises(ValueError, match="SwinTransformer is not a torchvision VisionTransformer"):
+            from_torchvision(torchvision.models.swin_t())
+        with pytest.raises(ValueError, match="vitlib.model.vit.VisionTransformer is not a torchvision"):
+            from_torchvision(vitlib.create_model("ViT-Micro/4", image_size=28))
 
 
 class TestTimm:
@@ -139,6 +143,32 @@ class TestTimm:
         tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=1, **kwargs)
         with pytest.raises(ValueError, match=match):
             from_timm(tm)
+
+    @pytest.mark.parametrize(
+        "name, kwargs, match",
+        [
+            (
+                "swin_tiny_patch4_window7_224",
+                dict(depths=(1, 1, 1, 1)),
+                "SwinTransformer is not a timm VisionTransformer",
+            ),
+            ("deit_tiny_distilled_patch16_224", dict(img_size=32, depth=1), "distillation tokens"),
+            ("vit_tiny_patch16_224", dict(img_size=32, depth=1, act_layer="relu"), "activation ReLU"),
+            ("vit_tiny_patch16_224", dict(img_size=32, depth=1, pos_embed="none"), "no position embedding"),
+        ],
+    )
+    def test_refused_before_loading(self, name, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            from_timm(timm.create_model(name, pretrained=False, **kwargs))
+
+    def test_refused_when_the_logits_differ(self, randomise):
+        """A part no check names (here a scaling on a residual branch) is caught by comparing logits."""
+        tm = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, patch_size=8, depth=2)
+        tm.blocks[1].drop_path1 = torch.nn.Hardtanh(-0.1, 0.1)
+        randomise(perturb_(tm).head)
+        with pytest.raises(ValueError, match="logits differ"):
+            from_timm(tm.train())
+        assert tm.training, "the source model's mode is restored"
 
 
 # The original google-research/vision_transformer layout, written by hand with random numbers.

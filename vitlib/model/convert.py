@@ -74,10 +74,15 @@ def from_torchvision(
 ) -> VisionTransformer:
     """A torchvision `VisionTransformer` (any size), or its state dict, as a vitlib model with the same weights; from a
     state dict the image is square unless `image_size`, the heads Table 1's for the width unless `num_heads`."""
-    if isinstance(model_or_state_dict, nn.Module):
-        num_heads = num_heads or model_or_state_dict.encoder.layers[0].self_attention.num_heads
-        image_size = image_size or model_or_state_dict.image_size
-        src = model_or_state_dict.state_dict()
+    source = model_or_state_dict if isinstance(model_or_state_dict, nn.Module) else None
+    if source is not None:
+        from torchvision.models.vision_transformer import VisionTransformer as TorchvisionViT
+
+        if not isinstance(source, TorchvisionViT):
+            raise ValueError(f"from_torchvision: {_name(source)} is not a torchvision VisionTransformer (vit_b_16).")
+        num_heads = num_heads or source.encoder.layers[0].self_attention.num_heads
+        image_size = image_size or source.image_size
+        src = source.state_dict()
     else:
         src = dict(model_or_state_dict)
     if "conv_proj.weight" not in src:
@@ -102,7 +107,28 @@ def from_torchvision(
             f"from_torchvision: the number of heads cannot be read from the weights of width {dim} (not a "
             f"width of Table 1); pass num_heads=."
         )
-    return _load(sd, "from_torchvision", num_heads, image_size)
+    model = _load(sd, "from_torchvision", num_heads, image_size)
+    return model if source is None else _same_logits(source, model, "from_torchvision")
+
+
+def _name(model: nn.Module) -> str:
+    return f"{type(model).__module__}.{type(model).__name__}"
+
+
+def _same_logits(source: nn.Module, model: VisionTransformer, name: str) -> VisionTransformer:
+    """`model`, once its logits on a random batch match the source's (both in eval mode); else refuse."""
+    was_training, p = source.training, next(source.parameters())
+    x = torch.randn(2, model.config.in_channels, *model.image_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want, got = source.eval()(x.to(p)).float().cpu(), model.eval()(x)
+    source.train(was_training), model.train()
+    gap, scale = (want - got).abs().max().item(), want.abs().max().item()
+    if not gap <= (1e-3 if p.dtype == torch.float32 else 3e-2) * max(1.0, scale):
+        raise ValueError(
+            f"{name}: the converted logits differ from the source's by up to {gap:.3g} (largest logit "
+            f"{scale:.3g}) on a random batch: the source has a part vitlib does not map; not converted."
+        )
+    return model
 
 
 # -------------------------------------------------------------------------------------------------------- timm
@@ -112,8 +138,14 @@ def _check_timm(model: nn.Module) -> None:
     def has(module: nn.Module, name: str) -> bool:  # a layer that is not an nn.Identity
         return not isinstance(getattr(module, name, nn.Identity()), nn.Identity)
 
+    if "VisionTransformer" not in [c.__name__ for c in type(model).__mro__] or not hasattr(model, "blocks"):
+        raise ValueError(f"from_timm: {_name(model)} is not a timm VisionTransformer (vit_*, deit_*).")
     block, pool = model.blocks[0], getattr(model, "global_pool", "token")
+    act = getattr(block.mlp, "act", None)
     unsupported = {
+        "distillation tokens (dist_token, a distilled DeiT)": getattr(model, "dist_token", None) is not None,
+        "no position embedding (pos_embed=None)": getattr(model, "pos_embed", None) is None,
+        f"an MLP activation {type(act).__name__} (vitlib's is GELU)": getattr(act, "approximate", "") != "none",
         "register tokens (reg_tokens)": getattr(model, "num_reg_tokens", 0),
         "a pre-norm (pre_norm, CLIP style)": has(model, "norm_pre"),
         "position embeddings without the [class] row (no_embed_class)": getattr(model, "no_embed_class", False),
@@ -132,7 +164,8 @@ def from_timm(model: nn.Module) -> VisionTransformer:
     _check_timm(model)
     pool = "cls" if model.global_pool == "token" else "gap"
     grid = tuple(model.patch_embed.grid_size)
-    return _load(model.state_dict(), "from_timm", model.blocks[0].attn.num_heads, grid=grid, pool=pool)
+    converted = _load(model.state_dict(), "from_timm", model.blocks[0].attn.num_heads, grid=grid, pool=pool)
+    return _same_logits(model, converted, "from_timm")
 
 
 # ------------------------------------------------------------------------------------------------ original JAX
@@ -140,13 +173,11 @@ def from_jax_npz(path: str | Path, image_size: int | tuple[int, int] | None = No
     """An original release's `.npz` (the layout timm reads), [class] token or 'gap'; square unless `image_size`."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(
-            f"no checkpoint at {path}: download an original ViT .npz (e.g. ViT-B_16.npz) there first."
-        )
+        raise FileNotFoundError(f"no checkpoint at {path}: download an original ViT .npz (e.g. ViT-B_16.npz) there.")
     w = {k: torch.from_numpy(np.asarray(v)).float() for k, v in np.load(path).items()}
     if "embedding/kernel" not in w:
         raise ValueError(
-            f"{path} is not an original ViT checkpoint: it has no 'embedding/kernel' (keys start with {sorted(w)[:3]})."
+            f"{path} is not an original ViT checkpoint: no 'embedding/kernel' (first keys {sorted(w)[:3]})."
         )
     sd = {
         "patch_embed.proj.weight": w["embedding/kernel"].permute(3, 2, 0, 1),  # HWIO (P, P, C, D) -> (D, C, P, P)
