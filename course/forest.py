@@ -28,7 +28,7 @@ def interval(found: dict) -> tuple[float, float, float]:
     return o["effect"], o["effect"] - 2 * o["se"], o["effect"] + 2 * o["se"]
 
 
-def forest_plot(content: dict, path: str | Path, columns: int = 5) -> Path:
+def forest_plot(content: dict, path: str | Path, columns: int = 4) -> Path:
     """Draw claims.json's `content` as a grid of panels (one per claim, a row per scale that has run it), saved to
     `path` (SVG or PNG by its suffix). Returns the path."""
     import matplotlib
@@ -39,14 +39,14 @@ def forest_plot(content: dict, path: str | Path, columns: int = 5) -> Path:
     plt.rcParams["svg.hashsalt"] = "vitlib"  # the same figure gives the same file
     claims, scales = content["claims"], content["scales"]
     rows = math.ceil(len(claims) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.3 * columns, 1.25 * rows + 0.6), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 1.55 * rows + 0.6), squeeze=False)
     for ax, claim in zip(axes.flat, claims):
         _panel(ax, claim, scales)
     for ax in axes.flat[len(claims) :]:
         ax.axis("off")
     handles = [plt.Line2D([], [], color=c, marker="o", lw=2, label=v) for v, c in COLOURS.items()]
-    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=10, frameon=False)
+    fig.tight_layout(rect=(0, 0.025, 1, 1))
     path = Path(path)
     fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
     plt.close(fig)
@@ -54,6 +54,8 @@ def forest_plot(content: dict, path: str | Path, columns: int = 5) -> Path:
 
 
 def _panel(ax, claim: dict, scales: list[str]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     ran = [(i, s, claim[s]) for i, s in enumerate(scales) if claim.get(s)]
     margin = next((f["ours"].get("margin") for _, _, f in ran if f["ours"].get("margin")), None)
     if margin:
@@ -64,9 +66,11 @@ def _panel(ax, claim: dict, scales: list[str]) -> None:
         colour = COLOURS.get(found["verdict"], "black")
         ax.plot([low, high], [i, i], color=colour, lw=2)
         ax.plot([effect], [i], "o", color=colour, ms=4)
-    ax.set_yticks(range(len(scales)), scales, fontsize=7)
+    ax.set_yticks(range(len(scales)), scales, fontsize=9)
     ax.set_ylim(len(scales) - 0.5, -0.5)
-    ax.tick_params(axis="x", labelsize=6)
-    ax.set_title(f"{claim['id']}  ({claim['notebook'][:2]})", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(5))
+    text = claim["claim"] if len(claim["claim"]) <= 32 else claim["claim"][:30].rstrip() + "..."
+    ax.set_title(f"{claim['id']} ({claim['notebook'][:2]}): {text}", fontsize=8.5, loc="left")
     if not ran:
-        ax.text(0.5, 0.5, "not run yet", transform=ax.transAxes, ha="center", va="center", fontsize=7)
+        ax.text(0.5, 0.5, "not run yet", transform=ax.transAxes, ha="center", va="center", fontsize=9)

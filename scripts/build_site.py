@@ -81,13 +81,13 @@ def part_of(notebook: Path, parts: list[Part]) -> int:
 
 
 def table_of_contents(notebooks: list[Path], parts: list[Part], claims: bool, results_caption: str) -> dict:
-    """The Jupyter Book 1 _toc.yml: the README as the root, one section per part with its notebooks, then the claims."""
+    """The Jupyter Book 1 _toc.yml: the README as the root, a section per part, then the claims and the glossary."""
     chapters: list[list[dict]] = [[] for _ in parts]
     for nb in notebooks:
         chapters[part_of(nb, parts)].append({"file": f"notebooks/{nb.stem}"})
     toc_parts = [{"caption": p.title, "chapters": c} for p, c in zip(parts, chapters) if c]
-    if claims:
-        toc_parts.append({"caption": results_caption, "chapters": [{"file": "results/CLAIMS"}]})
+    reference = [{"file": "results/CLAIMS"}] if claims else []
+    toc_parts.append({"caption": results_caption, "chapters": reference + [{"file": "glossary"}]})  # the terms used
     return {"format": "jb-book", "root": "index", "parts": toc_parts}
 
 
@@ -101,6 +101,7 @@ def stage(work: Path, notebooks: list[Path], readme: Path, claims: Path | None) 
     shutil.copy2(SITE_CONFIG / "_config.yml", work / "_config.yml")
     shutil.copytree(SITE_CONFIG / "_ext", work / "_ext", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(readme, work / "index.md")
+    shutil.copy2(SITE_CONFIG / "glossary.md", work / "glossary.md")
     for nb in notebooks:
         shutil.copy2(nb, work / "notebooks" / nb.name)
     if claims is not None:  # with its folder: the figures and tables it shows or includes (checkpoints left out)

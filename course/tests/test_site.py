@@ -61,7 +61,7 @@ def test_parts_follow_the_numbers_unless_a_notebook_names_its_part(tmp_path):
     toc = build_site.table_of_contents(found, parts, claims=False, results_caption=caption)
     chapters = {p["caption"]: [Path(c["file"]).name for c in p["chapters"]] for p in toc["parts"]}
     assert toc["root"] == "index"
-    assert list(chapters) == [p.title for p in parts]
+    assert list(chapters) == [p.title for p in parts] + [caption]  # the last: the glossary (and claims, if any)
     assert chapters[parts[0].title] == ["00_a", "06_b", "18_primer"]
     assert chapters[parts[1].title] == ["07_c"]
     assert chapters[parts[2].title] == ["14_d", "19_appendix"]
@@ -73,7 +73,9 @@ def test_parts_follow_the_numbers_unless_a_notebook_names_its_part(tmp_path):
 def test_the_course_parts_as_the_readme_lists_them():
     parts, _ = build_site.load_parts()
     toc = build_site.table_of_contents(build_site.course_notebooks(ROOT / "notebooks"), parts, False, "Results")
-    where = {Path(c["file"]).name[:2]: p["caption"] for p in toc["parts"] for c in p["chapters"]}
+    where = {
+        Path(c["file"]).name[:2]: p["caption"] for p in toc["parts"] for c in p["chapters"] if c["file"] != "glossary"
+    }
     assert sorted(where) == [p.name[:2] for p in NOTEBOOKS]
     assert {where[n] for n in ("00", "06")} == {"Part 1: Building ViT by hand"}
     assert {where[n] for n in ("07", "08", "13")} == {"Part 2: The paper's experiments in miniature"}
@@ -88,8 +90,12 @@ def test_claims_page_only_when_the_report_exists(tmp_path):
     nbs = [notebook(tmp_path, "00_a.ipynb")]
     without = build_site.table_of_contents(nbs, parts, claims=False, results_caption=caption)
     assert "results/CLAIMS" not in json.dumps(without)
+    assert without["parts"][-1] == {"caption": caption, "chapters": [{"file": "glossary"}]}
     with_claims = build_site.table_of_contents(nbs, parts, claims=True, results_caption=caption)
-    assert with_claims["parts"][-1] == {"caption": caption, "chapters": [{"file": "results/CLAIMS"}]}
+    assert with_claims["parts"][-1] == {
+        "caption": caption,
+        "chapters": [{"file": "results/CLAIMS"}, {"file": "glossary"}],
+    }
 
 
 def test_bad_input_is_told(tmp_path, capsys):
@@ -228,6 +234,13 @@ def test_claims_report_is_a_page_with_its_table_and_figure(site):
     assert any((site["out"] / "_images").glob("claims*.png"))
     assert "-0.071 ± 0.012" in body  # the table included from claims.csv
     assert not list(site["out"].rglob("*.safetensors"))
+
+
+def test_the_glossary_is_a_page_that_names_the_terms(site):
+    body = html.unescape(page(site, "glossary.html"))
+    for term in ("SE, standard error", "TOST, margin", "correction", "MFU", "[class] token", "Inductive bias"):
+        assert term in body, f"the glossary lacks {term}"
+    assert 'href="glossary.html"' in page(site, "index.html")  # in the navigation
 
 
 def test_maths_served_from_the_site(site):
