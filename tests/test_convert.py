@@ -154,7 +154,7 @@ class TestTimm:
             ),
             ("deit_tiny_distilled_patch16_224", dict(img_size=32, depth=1), "distillation tokens"),
             ("vit_tiny_patch16_224", dict(img_size=32, depth=1, act_layer="relu"), "activation ReLU"),
-            ("vit_tiny_patch16_224", dict(img_size=32, depth=1, pos_embed="none"), "no position embedding"),
+            ("vit_tiny_patch16_224", dict(img_size=32, depth=1, pos_embed="none"), "lack of a position embedding"),
         ],
     )
     def test_refused_before_loading(self, name, kwargs, match):

@@ -144,7 +144,7 @@ def _check_timm(model: nn.Module) -> None:
     act = getattr(block.mlp, "act", None)
     unsupported = {
         "distillation tokens (dist_token, a distilled DeiT)": getattr(model, "dist_token", None) is not None,
-        "no position embedding (pos_embed=None)": getattr(model, "pos_embed", None) is None,
+        "the lack of a position embedding (pos_embed=None)": getattr(model, "pos_embed", None) is None,
         f"an MLP activation {type(act).__name__} (vitlib's is GELU)": getattr(act, "approximate", "") != "none",
         "register tokens (reg_tokens)": getattr(model, "num_reg_tokens", 0),
         "a pre-norm (pre_norm, CLIP style)": has(model, "norm_pre"),
@@ -156,7 +156,7 @@ def _check_timm(model: nn.Module) -> None:
         f"global_pool={pool!r} (vitlib pools by 'token' or 'avg')": pool not in ("token", "avg"),
     }
     if found := [what for what, present in unsupported.items() if present]:
-        raise ValueError(f"from_timm: this timm ViT has {', '.join(found)}, which vitlib's ViT does not have.")
+        raise ValueError(f"from_timm: vitlib's ViT cannot express {', '.join(found)} of this timm ViT.")
 
 
 def from_timm(model: nn.Module) -> VisionTransformer:
