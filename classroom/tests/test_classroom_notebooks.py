@@ -143,6 +143,6 @@ def test_thousands_of_raw_cells_are_assembled_in_linear_time():
         student.cells.append(cell)
     started = time.perf_counter()
     graded, _ = grading_notebook(instructor, student)
-    assert time.perf_counter() - started < 5.0
+    assert time.perf_counter() - started < 10.0  # 2.3 s on a loaded 2-core machine
     ids = [c.get("id") for c in graded.cells]
     assert len(ids) == len(set(ids)) and len(ids) > 13_300

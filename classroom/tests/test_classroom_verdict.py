@@ -96,6 +96,12 @@ def test_what_a_sandbox_wrote_is_read_without_following_any_link(tmp_path):
     (job / "outer").symlink_to(neighbour)
     assert verdict.read_beneath(job, "outer/.classroom/answers/e1.json") is None
     assert verdict.read_beneath(job, "../00001/.classroom/answers/e1.json") is None
+    recording = tmp_path / "instructor" / "assignment" / "answers"  # the instructor's recording scored 3/9 blank
+    recording.mkdir(parents=True)
+    (recording / "e1.json").write_text('{"values": {"x": ["num", 1]}}')
+    (job / ".classroom" / "answers").unlink()
+    (job / ".classroom" / "answers").symlink_to(recording)
+    assert verdict.load(job, ".classroom/answers/e1.json") is None
     (neighbour / "fifo").parent.mkdir(exist_ok=True)
     import os
 
