@@ -19,7 +19,7 @@ from vitlib.utils import write_json
 
 from .forest import forest_plot
 from .paper_claims import CLAIMS
-from .stats import NOT_TESTED, TEST_FIELDS, holm, interval_text
+from .stats import NOT_TESTED, TEST_FIELDS, detectable, holm, interval_text
 
 SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
 NEEDS_GPU = "not measured yet: needs a GPU"  # what the report says of a full preset no GPU has run
@@ -95,6 +95,9 @@ def report(results: str | Path = "results") -> dict:
         ]
         for f, adjusted in zip(tested, holm([f["ours"]["p"] for f in tested])):
             f["ours"]["p_holm"] = adjusted
+        for f in found.values():  # the power of each design: the smallest effect (or margin) it detects at 80 %
+            o = f["ours"]
+            o["detectable"] = detectable(o["se"], o.get("df"), o.get("margin"))
     claims = [
         {"id": cid, **spec, **{scale: by_scale[scale].get(cid) for scale in SCALES}} for cid, spec in CLAIMS.items()
     ]
@@ -163,6 +166,13 @@ def markdown(content: dict) -> str:
     lines += [
         f"- **{c['id']}** {c['claim']}: {c['demonstration']}." for c in content["claims"] if c.get("demonstration")
     ]
+    lines += [
+        "",
+        "Power: the smallest true effect each reference design finds with 80 % power (for a claim of "
+        "equality, the smallest margin it can show when the arms are truly equal), beside the effect measured:",
+        "",
+    ]
+    lines += [_power_line(c) for c in content["claims"] if c.get("reference")]
     lines += ["", "What each run compared (each arm: mean ± std over seeds), and on which machine:", ""]
     for c in content["claims"]:
         for scale in SCALES:
@@ -173,6 +183,17 @@ def markdown(content: dict) -> str:
                     f"(`results/{f['source']}`)"
                 )
     return "\n".join(lines) + "\n"
+
+
+def _power_line(claim: dict) -> str:
+    """One claim's reference power: what it can detect, and for an equality the seeds its margin needs."""
+    found = claim["reference"]
+    o, n = found["ours"], found["seeds"]
+    line = f"- **{claim['id']}**: detects {o['detectable']:.3f} or more ({n} seeds); measured {o['effect']:+.3f}"
+    if o.get("margin") and o["detectable"] > o["margin"]:  # seeds per arm: the SE falls as 1/sqrt(n), df = 2n - 2
+        need = next(k for k in range(n, 10_000) if detectable(o["se"] * math.sqrt(n / k), 2 * k - 2, 1) <= o["margin"])
+        line += f"; its margin ±{o['margin']:g} is below that: about {need} seeds per arm could show it"
+    return line + "."
 
 
 def scales_table(exp, notebook: str, results: str | Path = "../results") -> str:

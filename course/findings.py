@@ -48,6 +48,9 @@ def sentence(claim: dict) -> str:
     how = (HOW_SURE_EQUAL if margin and verdict in HOW_SURE_EQUAL else HOW_SURE).get(verdict, verdict)
     within = f", margin ±{margin:g}" if margin else ""
     level = found["ours"].get("level", 0.95)
+    if verdict == "inconclusive" and found["ours"].get("detectable") is not None:  # how small an effect it could see
+        what = "a margin of" if margin else "effects of"
+        how += f"; the design shows {what} {found['ours']['detectable']:.3f} or more with 80 % power"
     return (
         f"- **{claim['id']}** {claim['claim']}: **{verdict}**, difference {effect:+.3f} ({level:.0%} interval "
         f"[{low:+.3f}, {high:+.3f}]{within}): {how} ({scale} run, {found['seeds']} seeds)."

@@ -238,3 +238,15 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(p) - rank) * p[i]))
         adjusted[i] = running
     return adjusted
+
+
+def detectable(se: float, df: float | None, margin: float | None = None, power: float = 0.8) -> float:
+    """The smallest true effect a design with this standard error finds with `power` by the course's rule (the 95 %
+    interval clear of zero: (t_0.975 + t_power) SE); for a claim of equality (`margin`), the smallest margin its 90 %
+    interval fits inside with `power` when the arms are truly equal ((t_0.95 + t_(1+power)/2) SE). `df` None: normal."""
+    from scipy import stats as st
+
+    quantile = st.norm.ppf if df is None or math.isinf(df) else (lambda q: st.t.ppf(q, df))
+    if margin is None:
+        return (quantile(0.975) + quantile(power)) * se
+    return (quantile(0.95) + quantile((1 + power) / 2)) * se

@@ -46,6 +46,9 @@ def test_the_sentence_reads_the_numbers_and_the_verdict():
     assert "on the paper's side of zero" in line and "(reference run, 5 seeds)" in line
     equal = sentence(claim("inconclusive", margin=0.02, low=-0.01, high=0.03))
     assert "90% interval [-0.010, +0.030], margin ±0.02" in equal and "neither inside nor outside" in equal
+    powered = claim("inconclusive", low=-0.01, high=0.03)
+    powered["reference"]["ours"]["detectable"] = 0.047
+    assert "these seeds cannot tell; the design shows effects of 0.047 or more with 80 % power" in sentence(powered)
     assert "not run yet" in sentence({"id": "z2", "claim": "C", "notebook": "99_x", "reference": None, "quick": None})
 
 

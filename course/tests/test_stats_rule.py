@@ -5,7 +5,7 @@ import math
 import pytest
 from scipy import stats as st
 
-from course.stats import holm, t_interval, t_verdict, t_verdict_against, tost
+from course.stats import detectable, holm, t_interval, t_verdict, t_verdict_against, tost
 
 A = [0.812, 0.825, 0.801, 0.830, 0.819]
 B = [0.790, 0.805, 0.799, 0.781, 0.802]
@@ -153,6 +153,9 @@ def test_experiment_compare_under_the_t_rule_and_the_report_adjusts_by_holm(tmp_
     assert f"[{welch['low']:+.3f}, {welch['high']:+.3f}]" in table and "claims_forest.svg" in table
     assert (tmp_path / "claims_forest.svg").read_text().lstrip().startswith("<?xml")
     assert json.loads((tmp_path / "claims.json").read_text())["rule"].startswith("reproduced: the 95% interval")
+    b1 = found["b1"]["ours"]
+    assert b1["detectable"] == pytest.approx(detectable(b1["se"], b1["df"]))  # the report states each design's power
+    assert f"- **b1**: detects {b1['detectable']:.3f} or more (5 seeds)" in table
 
 
 def test_a_demonstration_is_reported_apart_from_the_verdicts_and_from_holm(tmp_path):
@@ -222,3 +225,22 @@ def test_width_change_says_narrower_or_wider_as_measured():
         width_change({2: steady[2]})
     with pytest.raises(ValueError, match="positive width"):
         width_change({2: {"low": 0.1, "high": 0.1}, 3: steady[5]})
+
+
+def test_the_detectable_effect_is_what_the_rule_finds_four_times_in_five():
+    """detectable(se, df): at that true effect, simulated experiments of 5 seeds per arm are judged reproduced about
+    80 % of the time; an equality's detectable margin is shown about 80 % of the time when the arms are equal."""
+    import numpy as np
+
+    assert detectable(0.01, 8) == pytest.approx((2.306 + 0.889) * 0.01, rel=1e-3)
+    assert detectable(0.01, None, margin=0.02) == pytest.approx((1.645 + 1.282) * 0.01, rel=1e-3)
+    rng, sigma, n = np.random.default_rng(0), 0.02, 5
+    se = sigma * math.sqrt(2 / n)
+    effect = detectable(se, 2 * n - 2)
+    found = [
+        t_verdict(list(rng.normal(effect, sigma, n)), list(rng.normal(0, sigma, n)))["verdict"] for _ in range(800)
+    ]
+    assert 0.70 < found.count("reproduced") / len(found) < 0.90
+    margin = detectable(se, 2 * n - 2, margin=1)
+    shown = [tost(list(rng.normal(0, sigma, n)), list(rng.normal(0, sigma, n)), margin)["verdict"] for _ in range(800)]
+    assert 0.70 < shown.count("reproduced") / len(shown) < 0.90
