@@ -23,6 +23,7 @@ from .stats import NOT_TESTED, TEST_FIELDS, detectable, holm, interval_text
 
 SCALES = {"quick": "quick", "reference": "reference", "full": "gpu"}  # scale -> folder under results/
 NEEDS_GPU = "not measured yet: needs a GPU"  # what the report says of a full preset no GPU has run
+HOLM_LEVEL = 0.05  # a verdict must survive Holm's correction over its scale's claims at this level
 
 
 def results_of(results: Path, scale: str) -> dict[str, dict]:
@@ -75,14 +76,16 @@ RULE = (
     "the paper's side of zero; contradicted: wholly on the other side; inconclusive: neither. Equality claims: two "
     "one-sided tests, the 90% interval inside a margin stated before the run. Not tested: the run's design could not "
     "test the claim (its two arms turned out to be one condition), whatever the interval says; it is left out of "
-    "Holm's correction. Results recorded before this rule say '2-SE rule': beyond 2 standard errors"
+    "Holm's correction. A verdict other than inconclusive must also survive Holm's correction over the tested claims "
+    "of its scale (adjusted p < 0.05); the verdict before it is kept beside it. Results recorded before this rule "
+    "say '2-SE rule': beyond 2 standard errors"
 )
 
 
-def report(results: str | Path = "results") -> dict:
-    """results/claims.json, results/CLAIMS.md and the forest plot results/claims_forest.svg from every scale's
-    results, with Holm's adjustment over the claims of each scale that have a p-value; returns claims.json's content."""
-    results = Path(results)
+def judged(results: Path) -> dict[str, dict[str, dict]]:
+    """{scale: {claim id: result}} as the report judges them: demonstrations apart, Holm's adjustment over the tested
+    claims of each scale (a verdict that does not survive it reads inconclusive, the one before kept as
+    `before_holm`), and each design's power (`detectable`)."""
     by_scale = {scale: results_of(results, scale) for scale in SCALES}
     for found in by_scale.values():
         for cid, f in found.items():
@@ -95,9 +98,23 @@ def report(results: str | Path = "results") -> dict:
         ]
         for f, adjusted in zip(tested, holm([f["ours"]["p"] for f in tested])):
             f["ours"]["p_holm"] = adjusted
+            if f["verdict"] in ("reproduced", "contradicted") and adjusted >= HOLM_LEVEL:
+                f["before_holm"], f["verdict"] = f["verdict"], "inconclusive"
+                f["why"] = (
+                    f"{f['before_holm']} by its own interval (p {f['ours']['p']:.2g}), not after Holm's correction "
+                    f"over the {len(tested)} claims of its scale (Holm {adjusted:.2g})"
+                )
         for f in found.values():  # the power of each design: the smallest effect (or margin) it detects at 80 %
             o = f["ours"]
             o["detectable"] = detectable(o["se"], o.get("df"), o.get("margin"))
+    return by_scale
+
+
+def report(results: str | Path = "results") -> dict:
+    """results/claims.json, results/CLAIMS.md and the forest plot results/claims_forest.svg from every scale's
+    results as `judged` judges them; returns claims.json's content."""
+    results = Path(results)
+    by_scale = judged(results)
     claims = [
         {"id": cid, **spec, **{scale: by_scale[scale].get(cid) for scale in SCALES}} for cid, spec in CLAIMS.items()
     ]
@@ -122,6 +139,7 @@ def _cell(found: dict | None, scale: str) -> str:
         ours += f", Holm {o['p_holm']:.2g}"
     budget = f", {o['hit_budget'][0]} of {o['hit_budget'][1]} runs hit the budget" if o.get("hit_budget") else ""
     verdict = found["verdict"] + (f" (measured: {found['measured']})" if found.get("measured") else "")
+    verdict += f" ({found['before_holm']} before Holm)" if found.get("before_holm") else ""
     return f"**{verdict}** {ours} ({found['seeds']} seeds{budget}, {found['minutes']:g} min)"
 
 
@@ -201,9 +219,9 @@ def scales_table(exp, notebook: str, results: str | Path = "../results") -> str:
     (results/quick, results/reference, results/gpu), as Markdown: what a learner's run found, next to what a bigger
     run found."""
     results = Path(results)
-    found = {scale: results_of(results, scale) for scale in SCALES}
+    found = judged(results)
     lines = [
-        "| claim | this run | quick (committed; 3 seeds: provisional) | reference (CPU) | full (GPU) |",
+        "| claim | this run (before Holm) | quick (committed; 3 seeds: provisional) | reference (CPU) | full (GPU) |",
         "|---|---|---|---|---|",
     ]
     for v in exp.verdicts:

@@ -46,9 +46,16 @@ def sentence(claim: dict) -> str:
     effect, low, high = interval(found)
     margin = found["ours"].get("margin")
     how = (HOW_SURE_EQUAL if margin and verdict in HOW_SURE_EQUAL else HOW_SURE).get(verdict, verdict)
+    if found.get("before_holm"):  # its own interval decided, the family of the scale's claims did not
+        holm = found["ours"]["p_holm"]
+        how = f"{found['before_holm']} by its own interval, but not after Holm's correction (Holm p {holm:.2g})"
+    elif found["ours"].get("p_holm") is not None and verdict in ("reproduced", "contradicted"):
+        how += f", and survives Holm's correction (Holm p {found['ours']['p_holm']:.2g})"
     within = f", margin ±{margin:g}" if margin else ""
     level = found["ours"].get("level", 0.95)
-    if verdict == "inconclusive" and found["ours"].get("detectable") is not None:  # how small an effect it could see
+    if (
+        verdict == "inconclusive" and not found.get("before_holm") and found["ours"].get("detectable") is not None
+    ):  # how small an effect it could see
         what = "a margin of" if margin else "effects of"
         how += f"; the design shows {what} {found['ours']['detectable']:.3f} or more with 80 % power"
     return (

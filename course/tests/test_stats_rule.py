@@ -244,3 +244,23 @@ def test_the_detectable_effect_is_what_the_rule_finds_four_times_in_five():
     margin = detectable(se, 2 * n - 2, margin=1)
     shown = [tost(list(rng.normal(0, sigma, n)), list(rng.normal(0, sigma, n)), margin)["verdict"] for _ in range(800)]
     assert 0.70 < shown.count("reproduced") / len(shown) < 0.90
+
+
+def test_a_verdict_that_does_not_survive_holm_reads_inconclusive(tmp_path):
+    """Issue 58: Holm was printed but not used. A claim reproduced by its own interval (p 0.04) among four tested
+    claims of its scale (Holm 0.15) reads inconclusive, with the verdict before Holm and why kept beside it."""
+    from course.claims import report
+    from course.experiments import Experiment
+
+    base = [0.80, 0.81, 0.82, 0.83, 0.84]
+    exp = Experiment("pos", tmp_path / "reference" / "10_patch_size_and_shape")
+    for name, shift in (("a", 0.025), ("b", 0.0), ("c", 0.001), ("d", -0.001)):
+        exp.run(name, lambda s, shift=shift: {"test_acc": base[s] + shift}, seeds=range(5))
+    exp.run("zero", lambda s: {"test_acc": base[s]}, seeds=range(5))
+    for cid, arm in (("i1", "a"), ("k1", "b"), ("a5", "c"), ("a6", "d")):
+        exp.claim(cid, exp.compare(arm, "zero"))
+    found = {c["id"]: c["reference"] for c in report(tmp_path)["claims"] if c["reference"]}
+    i1 = found["i1"]
+    assert i1["ours"]["p"] < 0.05 < i1["ours"]["p_holm"]
+    assert i1["verdict"] == "inconclusive" and i1["before_holm"] == "reproduced" and "Holm" in i1["why"]
+    assert "inconclusive (reproduced before Holm)" in (tmp_path / "CLAIMS.md").read_text()
