@@ -135,3 +135,48 @@ def test_a_jobs_cgroup_counts_its_tmp_files_and_is_removed(tmp_path):
     _, text = _fill(tmp_path, 50, sandbox.Limits(memory_gb=0.25, tmp_mb=2048))
     assert text.strip().endswith("wrote")
     assert list(sandbox.cgroup.ROOT.rglob(mine)) == []
+
+
+@pytest.mark.skipif(not sandbox.cgroup.available(), reason="no cgroup can be made here (limits per process only)")
+def test_processes_in_sessions_of_their_own_stay_in_the_jobs_cgroup(tmp_path, monkeypatch):
+    """issue 61: busy processes, each in its own session (setsid), made the honest student graded beside them time
+    out (8/9, 0/9, 7/9): per-process limits do not see them. Every process the job starts is in its cgroup, which has
+    the CPU weight every job has and the job's process limit, and none outlives the job."""
+    import threading
+
+    made, settings, most = [], {}, []
+    real = sandbox.cgroup.make
+
+    def spy(name, memory_bytes, processes):
+        group = real(name, memory_bytes, processes)
+        made.append(group)
+        for folder in group.folders:
+            for key in ("cpu.weight", "cpu.shares", "pids.max"):
+                if (folder / key).exists():
+                    settings[key] = (folder / key).read_text().strip()
+        return group
+
+    def watch():  # the group's members while the job runs
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and not most[-1:] == ["done"]:
+            if made:
+                most.append(len(made[0].pids()))
+            time.sleep(0.05)
+
+    monkeypatch.setattr(sandbox.cgroup, "make", spy)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (uid,) = sandbox.allocate_uids(1)
+    sandbox.prepare(scratch, uid)
+    busy = "for i in 1 2 3 4 5 6; do setsid sh -c 'while :; do :; done' & done; sleep 30"
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    outcome = sandbox.run(scratch, ["sh", "-c", busy], 2, tmp_path / "busy.log", uid, sandbox.Limits(processes=64))
+    most.append("done")
+    watcher.join()
+    assert outcome.returncode is None and outcome.leftover == 0  # stopped at its time limit; nothing left running
+    assert max(n for n in most if n != "done") >= 7  # the shell and its six setsid children, all in the group
+    assert settings.get("pids.max") == "64" and settings.get("cpu.weight", settings.get("cpu.shares")) in (
+        "100",
+        "1024",
+    )
