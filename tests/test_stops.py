@@ -48,7 +48,8 @@ def test_a_signal_saves_where_the_run_is_and_it_resumes_bit_for_bit(tmp_path):
         assert f"error: stopped by {sig} at step " in message and "continue with --resume" in message, message
         assert "Traceback" not in message and not (runs[name] / ".lock").exists()
         _, meta = read_checkpoint(runs[name] / "checkpoint.safetensors")
-        assert 64 < meta["progress"]["global_step"] < 3 * 64, meta["progress"]  # saved where it was, not at the end
+        # saved where it was (after epoch 1, or part-way into epoch 2 when the signal lands later), not at the end
+        assert 64 <= meta["progress"]["global_step"] < 3 * 64, meta["progress"]
         assert not (runs[name] / "model.safetensors").exists()
         done = subprocess.run([*COMMAND, "--out", str(runs[name]), "--resume"], cwd=ROOT, env=ENV, timeout=300)
         assert done.returncode == 0
