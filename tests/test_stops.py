@@ -66,11 +66,18 @@ def test_ctrl_c_in_python_raises_stopped_after_a_checkpoint(tmp_path):
     """In a notebook Ctrl-C (interrupt the kernel) stops train() with `Stopped`, a KeyboardInterrupt, after saving;
     the signal handlers are the caller's again afterwards."""
     before = signal.getsignal(signal.SIGINT)
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+
+    def interrupt_once_training():  # after the first epoch's files: train() holds the signals by then
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "run" / "metrics.csv").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt_once_training, daemon=True)
+    sender.start()
     with pytest.raises(Stopped, match="stopped by SIGINT at step") as err:
         train(dataclasses.replace(TINY_RUN, out=str(tmp_path / "run"), epochs=200))
-    timer.cancel()
+    sender.join()
     assert isinstance(err.value, KeyboardInterrupt) and err.value.code == 130
     assert signal.getsignal(signal.SIGINT) is before
     assert (tmp_path / "run" / "checkpoint.safetensors").exists() and not (tmp_path / "run" / ".lock").exists()
